@@ -1,0 +1,40 @@
+# One command regenerates every table and figure (`make`); a second runs the tests (`make test`).
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+KERNEL := agentrl-ch10
+SETUP := $(VENV)/.setup-done
+NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
+NB_TARGETS := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
+
+.PHONY: all notebooks setup test calibrate bench clean-venv $(NB_TARGETS)
+
+all: notebooks
+
+# The virtual environment: pinned requirements, agentrl (editable), a Jupyter kernel inside the venv.
+setup: $(SETUP)
+$(SETUP): requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (agentrl ch10)" >/dev/null
+	$(PY) -c "import matplotlib.pyplot"  # build matplotlib's font cache here, not inside a notebook
+	touch $@
+
+# Every notebook, executed headlessly; each replaces its committed copy only if it succeeds.
+notebooks: $(NB_TARGETS)
+$(NB_TARGETS): nb-%: $(SETUP)
+	$(PY) -m agentrl.notebook_runner notebooks/$*.ipynb
+
+test: $(SETUP)
+	$(PY) -m pytest
+
+calibrate: $(SETUP)
+	$(PY) -m agentrl.calibrate
+
+bench: $(SETUP)
+	$(PY) -m agentrl.bench
+
+clean-venv:
+	rm -rf $(VENV)

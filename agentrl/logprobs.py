@@ -1,0 +1,30 @@
+"""Per-token quantities computed from a policy's logits: log-probs of chosen tokens, entropy, masked means."""
+import torch
+
+
+def check_same_shape(name_a, a, name_b, b):
+    """Raise ValueError naming both shapes unless tensors a and b have the same shape."""
+    if a.shape != b.shape:
+        raise ValueError(f'{name_a} has shape {tuple(a.shape)} but {name_b} has shape {tuple(b.shape)}; '
+                         'they must be equal')
+
+
+def selected_log_probs(logits, ids):
+    """log-softmax of logits [B, T, V] gathered at token ids [B, T] -> [B, T]."""
+    if logits.shape[:-1] != ids.shape:
+        raise ValueError(f'logits has shape {tuple(logits.shape)} and ids has shape {tuple(ids.shape)}; '
+                         'ids must have the shape of logits without its last (vocabulary) axis')
+    return torch.log_softmax(logits, -1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
+
+
+def entropy_from_logits(logits):
+    """Exact entropy in nats of softmax(logits) over the last axis: [..., V] -> [...]."""
+    logp = torch.log_softmax(logits, -1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def masked_mean(x, mask):
+    """Mean of x over the positions where mask is 1 (padding ignored): [...], [...] -> scalar; 0 if mask is empty."""
+    check_same_shape('x', x, 'mask', mask)
+    mask = mask.to(x.dtype)
+    return (x * mask).sum() / mask.sum().clamp(min=1.0)
