@@ -26,5 +26,5 @@ def entropy_from_logits(logits):
 def masked_mean(x, mask):
     """Mean of x over the positions where mask is 1 (padding ignored): [...], [...] -> scalar; 0 if mask is empty."""
     check_same_shape('x', x, 'mask', mask)
-    mask = mask.to(x.dtype)
-    return (x * mask).sum() / mask.sum().clamp(min=1.0)
+    keep = mask > 0
+    return torch.where(keep, x, torch.zeros_like(x)).sum() / keep.sum().clamp(min=1).to(x.dtype)
