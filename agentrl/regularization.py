@@ -1,4 +1,6 @@
 """KL estimators and the regularisers of chapter 10: KL to a reference policy, entropy bonus."""
+import copy
+
 import torch
 
 import agentrl as arl
@@ -35,3 +37,67 @@ def kl_estimate(logp, ref_logp, kind='k3'):
         grad = arl.kl_penalty(logp, ref_logp, 'k2')
         return grad - grad.detach() + value.detach()  # straight-through: forward value, k2 gradient
     return arl.kl_penalty(logp, ref_logp, kind)
+
+
+def entropy_bonus(logits, mask):
+    """Mean full-vocabulary entropy over policy positions: logits [B, T, V], mask [B, T] -> differentiable scalar."""
+    return arl.masked_mean(arl.entropy_from_logits(logits), mask)
+
+
+def regularized_update(model, optimizer, batch, advantages, cfg, ref_model=None, generator=None, entropy_coef=0.0):
+    """arl.rl_update with an entropy bonus and the KL term computed by kl_estimate(cfg.kl_kind) -> dict of stats."""
+    ids, mask = batch['ids'], batch['action_mask']  # [B, T], [B, T-1]
+    with torch.no_grad():
+        old_logp = arl.selected_log_probs(model(ids)[:, :-1] / cfg.temperature, ids[:, 1:])
+        ref_logp = None if ref_model is None else \
+            arl.selected_log_probs(ref_model(ids)[:, :-1] / cfg.temperature, ids[:, 1:])
+    logs = []
+    for _ in range(cfg.epochs):
+        for rows in torch.randperm(len(ids), generator=generator).chunk(cfg.minibatches):
+            logits = model(ids[rows])[:, :-1] / cfg.temperature  # [b, T-1, V]
+            logp = arl.selected_log_probs(logits, ids[rows, 1:])
+            loss, stats = arl.policy_loss(logp, old_logp[rows], advantages[rows], mask[rows], cfg)
+            entropy = arl.entropy_bonus(logits, mask[rows])
+            loss = loss - entropy_coef * entropy
+            if ref_logp is not None and cfg.kl_coef:
+                kl = arl.masked_mean(arl.kl_estimate(logp, ref_logp[rows], cfg.kl_kind), mask[rows])
+                loss, stats['kl_ref'] = loss + cfg.kl_coef * kl, kl.item()
+            optimizer.zero_grad()
+            loss.backward()
+            stats['grad_norm'] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+            optimizer.step()
+            stats['entropy'] = entropy.item()
+            logs.append(stats)
+    return {k: sum(s[k] for s in logs) / len(logs) for k in logs[0]}
+
+
+def sequence_kl(batch, ref_model, temperature=1.0):
+    """Sum over policy tokens of k1 = log pi_old - log pi_ref, from the sampler's log-probs -> [B]."""
+    ids, mask = batch['ids'], batch['action_mask']
+    with torch.no_grad():
+        ref_logp = arl.selected_log_probs(ref_model(ids)[:, :-1] / temperature, ids[:, 1:])
+    return ((batch['sample_logp'] - ref_logp) * mask).sum(-1)
+
+
+def train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_reward=False, ref_model=None):
+    """arl.train_rl with an entropy bonus and KL in the loss or (kl_in_reward) in the reward -> history."""
+    torch.manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    env_factory = lambda: arl.make_env(cfg)  # noqa: E731
+    if cfg.kl_coef and ref_model is None:
+        ref_model = copy.deepcopy(model).eval()  # frozen pi_ref = the starting policy
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    history = []
+    for step in range(steps):
+        kept, sampled = arl.sample_step(model, env_factory, tasks, tok, cfg, gen)
+        record = dict(step=step, **arl.behavior_stats(sampled))
+        batch = arl.collate(kept, tok.pad_id)
+        batch['n_turns'] = torch.tensor([float(t.info['n_turns']) for t in kept])
+        if kl_in_reward and cfg.kl_coef:  # r_i - beta * sum_t k1_t, then advantages
+            seq_kl = arl.sequence_kl(batch, ref_model, cfg.temperature)
+            batch['rewards'], record['kl_seq'] = batch['rewards'] - cfg.kl_coef * seq_kl, seq_kl.mean().item()
+        advantages = arl.compute_advantages(batch, cfg)
+        record.update(arl.regularized_update(model, optimizer, batch, advantages, cfg,
+                                             None if kl_in_reward else ref_model, gen, entropy_coef))
+        history.append(record)
+    return history

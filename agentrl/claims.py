@@ -1,0 +1,209 @@
+"""The chapter's claims about its TinyAgent runs, as checks computed from saved runs (held / not held + evidence)."""
+import dataclasses
+import math
+
+MECHANISM = 'mechanism'  # what the chapter demonstrates; tests assert these hold
+OBSERVATION = 'observation'  # softer single-seed readings of the chapter's table; reported, not asserted
+
+
+def entropy_mean(run, start, stop):
+    """Mean logged policy-token entropy over steps start..stop-1 of a run's history."""
+    values = [h['entropy'] for h in run['history'][start:stop]]
+    return sum(values) / len(values)
+
+
+def entropy_start(run):
+    """Mean entropy of steps 0-4."""
+    return entropy_mean(run, 0, 5)
+
+
+def entropy_end(run):
+    """Mean entropy of the last five steps (35-39 of a 40-step run)."""
+    return entropy_mean(run, len(run['history']) - 5, len(run['history']))
+
+
+def metric(run, key):
+    """A held-out metric of a run: pass1, pass8, distinct, invalid, kl_start."""
+    return run['metrics'][key]
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """One claim: what it says, whether tests assert it, and the check that decides it from the runs."""
+    key: str
+    kind: str
+    text: str
+    needs: tuple  # names of the runs the check reads
+    check: object  # runs -> (held: bool, evidence: str)
+
+    def evaluate(self, runs):
+        """(held, evidence), or None if a run it needs is missing."""
+        if any(name not in runs for name in self.needs):
+            return None
+        held, evidence = self.check(runs)
+        return bool(held), evidence
+
+
+def _increasing(values):
+    return all(a < b for a, b in zip(values, values[1:]))
+
+
+def _collapse(runs):
+    r = runs['none']
+    return entropy_end(r) <= 0.35 * entropy_start(r), f'{entropy_start(r):.3f} -> {entropy_end(r):.3f} (ratio {entropy_end(r) / entropy_start(r):.2f})'
+
+
+KL_ARMS = ('KL k3+ 0.05', 'KL k3+ 0.3', 'KL k3+ 1.0')
+
+
+def _kl_ordering(runs):
+    ends = [entropy_end(runs[n]) for n in KL_ARMS]
+    kls = [metric(runs[n], 'kl_start') for n in KL_ARMS]
+    distinct = [metric(runs[n], 'distinct') for n in KL_ARMS]
+    held = _increasing(ends) and _increasing(kls[::-1]) and _increasing(distinct)
+    return held, (f'final entropy {", ".join(f"{x:.3f}" for x in ends)}; KL from start {", ".join(f"{x:.3f}" for x in kls)};'
+                  f' distinct {", ".join(f"{x:.1f}" for x in distinct)}')
+
+
+def _kl_one_holds(runs):
+    r = runs['KL k3+ 1.0']
+    change = entropy_end(r) / entropy_start(r) - 1
+    return abs(change) <= 0.15, f'{entropy_start(r):.3f} -> {entropy_end(r):.3f} ({change:+.1%})'
+
+
+def _reward_vs_loss(runs):
+    a, b = runs['KL reward 0.3'], runs['KL k3+ 0.3']
+    held = entropy_end(a) > entropy_end(b) and metric(a, 'kl_start') < metric(b, 'kl_start')
+    return held, (f'final entropy {entropy_end(a):.3f} vs {entropy_end(b):.3f}; KL from start '
+                  f'{metric(a, "kl_start"):.3f} vs {metric(b, "kl_start"):.3f}')
+
+
+def _entropy_breaks_format(runs):
+    r = runs['entropy 0.1']
+    log_v = math.log(r['vocab_size'])
+    held = entropy_end(r) >= 0.9 * log_v and metric(r, 'invalid') >= 3 and metric(r, 'pass1') <= 0.05
+    return held, (f'final entropy {entropy_end(r):.3f} (log V = {log_v:.3f}); invalid calls per episode '
+                  f'{metric(r, "invalid"):.2f}; pass@1 {metric(r, "pass1"):.3f}')
+
+
+def _further_from_start(runs):
+    base = metric(runs['none'], 'kl_start')
+    others = {n: metric(runs[n], 'kl_start') for n in ('entropy 0.03', 'temperature 1.3')}
+    return all(v > base for v in others.values()), ', '.join(f'{n} {v:.3f}' for n, v in others.items()) + f' vs none {base:.3f}'
+
+
+def _pass8_ge_pass1(runs):
+    bad = [n for n, r in runs.items() if 'metrics' in r and metric(r, 'pass8') < metric(r, 'pass1')]
+    return not bad, 'every run' if not bad else f'fails for {", ".join(bad)}'
+
+
+def _reset_lowers_kl(runs):
+    a, b = runs['keep the start as reference'], runs['reset reference to current']
+    ka = sum(h['kl_ref'] for h in a['history'][-5:]) / 5
+    kb = sum(h['kl_ref'] for h in b['history'][-5:]) / 5
+    return kb < ka, f'KL to reference over the last 5 steps: reset {kb:.3f} vs anchored {ka:.3f}'
+
+
+def _kl_raises_pass8(runs):
+    base = metric(runs['none'], 'pass8')
+    vals = {n: metric(runs[n], 'pass8') for n in ('KL k3+ 0.3', 'KL k3+ 1.0', 'KL k3 0.3', 'KL reward 0.3')}
+    return all(v > base for v in vals.values()), ', '.join(f'{n} {v:.3f}' for n, v in vals.items()) + f' vs none {base:.3f}'
+
+
+def _estimators_agree(runs):
+    a, b = runs['KL k3 0.3'], runs['KL k3+ 0.3']
+    diff = abs(entropy_end(a) - entropy_end(b))
+    return diff < 0.05, f'final entropy k3 {entropy_end(a):.3f} vs k3+ {entropy_end(b):.3f} (difference {diff:.3f})'
+
+
+def _kl_costs_pass1(runs):
+    vals = [metric(runs[n], 'pass1') for n in ('KL k3+ 1.0', 'KL k3+ 0.3', 'none')]
+    return _increasing(vals), 'pass@1 KL 1.0, KL 0.3, none: ' + ', '.join(f'{v:.3f}' for v in vals)
+
+
+def _kl_one_no_reading(runs):
+    reads = runs['KL k3+ 1.0']['history'][-1]['reads']
+    return reads < 0.8, f'reads per episode at the last step {reads:.2f}'
+
+
+def _bonus_slows_collapse(runs):
+    a, b = entropy_end(runs['entropy 0.03']), entropy_end(runs['none'])
+    return a > b, f'final entropy {a:.3f} vs none {b:.3f}'
+
+
+def _temperature_still_falls(runs):
+    r = runs['temperature 1.3']
+    return entropy_end(r) < entropy_start(r), f'training entropy {entropy_start(r):.3f} -> {entropy_end(r):.3f}'
+
+
+def _more_invalid(runs):
+    base = metric(runs['none'], 'invalid')
+    vals = {n: metric(runs[n], 'invalid') for n in ('entropy 0.03', 'temperature 1.3')}
+    return all(v > base for v in vals.values()), ', '.join(f'{n} {v:.2f}' for n, v in vals.items()) + f' vs none {base:.2f}'
+
+
+def _collapsed_misses_tasks(runs):
+    p8 = metric(runs['none'], 'pass8')
+    return p8 < 1.0, f'none: pass@8 {p8:.3f}'
+
+
+def _reset_lowers_entropy(runs):
+    a, b = runs['keep the start as reference'], runs['reset reference to current']
+    ea, eb = entropy_end(a), entropy_end(b)
+    return eb < ea, f'entropy over the last 5 steps: reset {eb:.3f} vs anchored {ea:.3f}'
+
+
+CHAPTER_ARMS = ('none', 'KL k3+ 0.05', 'KL k3+ 0.3', 'KL k3+ 1.0', 'KL k3 0.3', 'KL reward 0.3', 'entropy 0.03',
+                'entropy 0.1', 'temperature 1.3')
+RESET_RUNS = ('keep the start as reference', 'reset reference to current')
+
+CLAIMS = [
+    Claim('collapse', MECHANISM, 'without regularisation the entropy of steps 35-39 is at most 0.35 of steps 0-4',
+          ('none',), _collapse),
+    Claim('kl-ordering', MECHANISM, 'for k3+ KL at 0.05, 0.3, 1.0 the final entropy rises, the KL from the start falls '
+          'and the distinct count rises with the coefficient', KL_ARMS, _kl_ordering),
+    Claim('kl-1.0-holds-entropy', MECHANISM, 'KL k3+ 1.0 keeps the final entropy within 15% of its start',
+          ('KL k3+ 1.0',), _kl_one_holds),
+    Claim('reward-placement-stronger', MECHANISM, 'KL in the reward at 0.3 ends with higher entropy and a smaller KL '
+          'from the start than k3+ in the loss at 0.3', ('KL reward 0.3', 'KL k3+ 0.3'), _reward_vs_loss),
+    Claim('bonus-breaks-format', MECHANISM, 'entropy bonus 0.1 drives the entropy to at least 0.9 log V and breaks the '
+          'action format (at least 3 invalid calls per episode, pass@1 near 0)', ('entropy 0.1',),
+          _entropy_breaks_format),
+    Claim('bonus-and-temperature-move-away', MECHANISM, 'entropy bonus 0.03 and temperature 1.3 end further from the '
+          'start than no regularisation', ('none', 'entropy 0.03', 'temperature 1.3'), _further_from_start),
+    Claim('pass8-ge-pass1', MECHANISM, 'pass@8 >= pass@1 for every run', CHAPTER_ARMS, _pass8_ge_pass1),
+    Claim('reset-lowers-kl', MECHANISM, 'resetting the reference lowers the KL to the reference', RESET_RUNS,
+          _reset_lowers_kl),
+    Claim('kl-raises-pass8', OBSERVATION, 'KL at 0.3 and 1.0 (every estimator and placement) raises pass@8 above no '
+          'regularisation', ('none', 'KL k3+ 0.3', 'KL k3+ 1.0', 'KL k3 0.3', 'KL reward 0.3'), _kl_raises_pass8),
+    Claim('estimators-agree', OBSERVATION, 'at 0.3 the k3 and k3+ losses end within 0.05 nats of each other',
+          ('KL k3 0.3', 'KL k3+ 0.3'), _estimators_agree),
+    Claim('kl-costs-pass1', OBSERVATION, 'stronger KL costs pass@1: KL 1.0 < KL 0.3 < none',
+          ('KL k3+ 1.0', 'KL k3+ 0.3', 'none'), _kl_costs_pass1),
+    Claim('kl-1.0-no-reading', OBSERVATION, 'at KL 1.0 reading never dominates (fewer than 0.8 reads per episode at '
+          'the last step)', ('KL k3+ 1.0',), _kl_one_no_reading),
+    Claim('bonus-slows-collapse', OBSERVATION, 'entropy bonus 0.03 ends with higher entropy than no regularisation',
+          ('entropy 0.03', 'none'), _bonus_slows_collapse),
+    Claim('temperature-delays-only', OBSERVATION, 'at temperature 1.3 the training entropy still falls',
+          ('temperature 1.3',), _temperature_still_falls),
+    Claim('more-invalid-calls', OBSERVATION, 'entropy bonus 0.03 and temperature 1.3 make more invalid calls than no '
+          'regularisation', ('none', 'entropy 0.03', 'temperature 1.3'), _more_invalid),
+    Claim('collapse-misses-tasks', OBSERVATION, 'the unregularised run leaves held-out tasks unsolved (pass@8 < 1)',
+          ('none',), _collapsed_misses_tasks),
+    Claim('reset-lowers-entropy', OBSERVATION, 'resetting the reference lets the entropy fall further', RESET_RUNS,
+          _reset_lowers_entropy),
+]
+
+
+def evaluate_claims(runs, kind=None):
+    """[(claim, (held, evidence) or None)] for every claim (of the given kind) on the runs."""
+    return [(c, c.evaluate(runs)) for c in CLAIMS if kind is None or c.kind == kind]
+
+
+def claims_report(runs, kind=None):
+    """Printable lines: one per claim, 'held' / 'NOT held' / 'not run' with its evidence."""
+    lines = []
+    for claim, result in evaluate_claims(runs, kind):
+        status = 'not run' if result is None else ('held' if result[0] else 'NOT held')
+        lines.append(f'[{status:>8}] {claim.text}' + ('' if result is None else f' | {result[1]}'))
+    return lines

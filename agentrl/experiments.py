@@ -1,0 +1,176 @@
+"""The chapter's TinyAgent training runs as specs: cached on disk, keyed by what produced them, run in parallel."""
+import copy
+import dataclasses
+import hashlib
+import json
+import os
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from functools import lru_cache
+from multiprocessing import get_context
+from pathlib import Path
+
+import torch
+
+import agentrl as arl
+from agentrl.atomic import atomic_output
+
+RUN_FORMAT = 1  # bump when the content of a saved run changes
+TRAINING_MODULES = ('logprobs', 'regularization', 'tokenizer', 'gym', 'model', 'sft', 'rollout', 'grpo',
+                    'evaluation', 'experiments')
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSpec:
+    """One training run of train_regularized followed by the held-out diversity evaluation."""
+    name: str  # the setting's label, e.g. 'KL k3+ 0.3'
+    fields: tuple = ()  # RLConfig fields other than seed, as (name, value) pairs
+    entropy_coef: float = 0.0  # train_regularized's entropy-bonus coefficient
+    kl_in_reward: bool = False  # train_regularized's KL-in-reward placement
+    steps: int = 40  # GRPO steps
+    seed: int = 0  # RLConfig.seed: the training random streams
+    init: 'RunSpec | None' = None  # start from this run's final weights (None: the RL base)
+    reference: str = 'start'  # KL reference: 'start' (a frozen copy of the starting weights) or 'rl_base'
+
+    def __post_init__(self):
+        if self.reference not in ('start', 'rl_base'):
+            raise ValueError(f"RunSpec.reference must be 'start' or 'rl_base', got {self.reference!r}")
+        if self.steps < 1:
+            raise ValueError(f'RunSpec.steps must be at least 1, got {self.steps}')
+        arl.RLConfig(seed=self.seed, **dict(self.fields))  # validates the fields now, not in a worker
+
+    def config(self):
+        """The run's RLConfig."""
+        return arl.RLConfig(seed=self.seed, **dict(self.fields))
+
+    def describe(self):
+        """A JSON-able description of everything in the spec, the init run's spec included."""
+        out = dataclasses.asdict(self)
+        out['init'] = None if self.init is None else self.init.describe()
+        out['fields'] = [list(pair) for pair in self.fields]
+        return out
+
+
+def arm(name, fields=None, entropy_coef=0.0, kl_in_reward=False, steps=40, seed=0):
+    """A RunSpec from the chapter's ARMS notation: RLConfig fields as a dict, train_regularized options as keywords."""
+    return RunSpec(name, tuple(sorted((fields or {}).items())), entropy_coef, kl_in_reward, steps, seed)
+
+
+def chapter_arms(steps=40, seed=0):
+    """The nine settings of section 10.7, in the chapter's order."""
+    return [arm('none', steps=steps, seed=seed),
+            arm('KL k3+ 0.05', dict(kl_coef=0.05, kl_kind='k3+'), steps=steps, seed=seed),
+            arm('KL k3+ 0.3', dict(kl_coef=0.3, kl_kind='k3+'), steps=steps, seed=seed),
+            arm('KL k3+ 1.0', dict(kl_coef=1.0, kl_kind='k3+'), steps=steps, seed=seed),
+            arm('KL k3 0.3', dict(kl_coef=0.3, kl_kind='k3'), steps=steps, seed=seed),
+            arm('KL reward 0.3', dict(kl_coef=0.3, kl_kind='k1'), kl_in_reward=True, steps=steps, seed=seed),
+            arm('entropy 0.03', entropy_coef=0.03, steps=steps, seed=seed),
+            arm('entropy 0.1', entropy_coef=0.1, steps=steps, seed=seed),
+            arm('temperature 1.3', dict(temperature=1.3), steps=steps, seed=seed)]
+
+
+@lru_cache(maxsize=1)
+def substrate():
+    """(tokenizer, train tasks, held-out tasks, RL base) as the chapter sets them up; built once per process."""
+    tok = arl.build_tokenizer(arl.make_tasks('all'))
+    return tok, arl.make_tasks('train'), arl.make_tasks('heldout'), arl.make_rl_base(tok)
+
+
+def runs_dir():
+    """Where finished runs are saved: $AGENTRL_CACHE_DIR/runs, default <repo>/.cache/agentrl/runs."""
+    root = os.environ.get('AGENTRL_CACHE_DIR', Path(__file__).resolve().parents[1] / '.cache' / 'agentrl')
+    return Path(root) / 'runs'
+
+
+@lru_cache(maxsize=1)
+def code_fingerprint():
+    """Hash of the source of every module a run's numbers depend on."""
+    digest = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for module in TRAINING_MODULES:
+        path = here / f'{module}.py'
+        digest.update(module.encode() + (path.read_bytes() if path.exists() else b''))
+    return digest.hexdigest()
+
+
+def model_fingerprint(model):
+    """Hash of a model's parameters and buffers, bit for bit."""
+    digest = hashlib.sha256()
+    for key, tensor in model.state_dict().items():
+        digest.update(key.encode() + tensor.detach().cpu().contiguous().numpy().tobytes())
+    return digest.hexdigest()
+
+
+def provenance(spec):
+    """Everything that determines a run's result: the spec, the code, the RL base weights, torch's version."""
+    return dict(format=RUN_FORMAT, spec=spec.describe(), code=code_fingerprint(),
+                rl_base=model_fingerprint(substrate()[3]), torch=torch.__version__)
+
+
+def run_path(spec):
+    """The file a run is saved in; its name carries a hash of the run's provenance."""
+    key = hashlib.sha256(json.dumps(provenance(spec), sort_keys=True).encode()).hexdigest()[:16]
+    slug = ''.join(c if c.isalnum() else '_' for c in spec.name).strip('_')
+    return runs_dir() / f'{slug}-s{spec.seed}-{spec.steps}steps-{key}.pt'
+
+
+def load_run(spec):
+    """The saved run of spec, or None if it is missing, corrupt or was produced by something else (with a warning)."""
+    path = run_path(spec)
+    if not path.exists():
+        return None
+    try:
+        run = torch.load(path, weights_only=True)
+        if run['provenance'] != json.loads(json.dumps(provenance(spec))):
+            raise ValueError('its provenance does not match')
+        return run
+    except Exception as err:  # a corrupt file is rebuilt, never trusted
+        warnings.warn(f'ignoring saved run {path.name} ({err}); it will be recomputed')
+        return None
+
+
+def train_and_evaluate(spec):
+    """Train spec from its starting weights, evaluate on the held-out tasks -> dict(history, metrics, vocab_size, state_dict)."""
+    torch.set_num_threads(1)
+    tok, train_tasks, heldout_tasks, rl_base = substrate()
+    model = copy.deepcopy(rl_base)
+    if spec.init is not None:
+        model.load_state_dict(ensure_run(spec.init)['state_dict'])
+    reference = copy.deepcopy(rl_base).eval() if spec.reference == 'rl_base' else None
+    history = arl.train_regularized(model, train_tasks, tok, spec.config(), spec.steps, entropy_coef=spec.entropy_coef,
+                                    kl_in_reward=spec.kl_in_reward, ref_model=reference)
+    metrics = arl.diversity(model, rl_base, heldout_tasks, tok)
+    return dict(history=history, metrics=metrics, vocab_size=len(tok), state_dict=model.state_dict())
+
+
+def ensure_run(spec):
+    """The run of spec: loaded if saved with the same provenance, else trained, evaluated and saved atomically."""
+    run = load_run(spec)
+    if run is None:
+        run = dict(provenance=provenance(spec), **train_and_evaluate(spec))
+        with atomic_output(run_path(spec), '.pt') as tmp:
+            torch.save(run, tmp)
+    return run
+
+
+def _worker(spec):
+    """Process-pool entry point: make sure the run is saved, return nothing heavy."""
+    ensure_run(spec)
+    return spec.name
+
+
+def run_all(specs, processes=2):
+    """{name: run} for every spec; missing runs are computed in `processes` parallel processes (1: in this one)."""
+    names = [spec.name for spec in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f'run names must be unique, got {names}')
+    todo = [spec for spec in specs if load_run(spec) is None]
+    inits = {spec.init for spec in todo if spec.init is not None and load_run(spec.init) is None}
+    for wave in [sorted(inits, key=lambda s: s.name), todo]:
+        if processes > 1 and len(wave) > 1:
+            with ProcessPoolExecutor(max_workers=processes, mp_context=get_context('spawn')) as pool:
+                list(pool.map(_worker, wave))
+        else:
+            for spec in wave:
+                ensure_run(spec)
+    return {spec.name: ensure_run(spec) for spec in specs}
