@@ -198,3 +198,10 @@ def test_a_failing_notebook_leaves_the_committed_one_untouched(tmp_path, capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ['bad.ipynb', 'good.ipynb']  # no temp file left
     assert main([str(tmp_path / 'bad.ipynb')]) == 1
     assert 'bad.ipynb: cell 1' in capsys.readouterr().err
+
+
+def test_the_committed_report_is_the_one_the_notebooks_give():
+    from agentrl.report import build_report
+
+    assert (REPO / 'REPRODUCTION.md').read_text(encoding='utf-8') == build_report(), \
+        'REPRODUCTION.md is stale: run `make report`'
