@@ -1,0 +1,80 @@
+"""Saved runs: bit-identical to a fresh in-process run, keyed by what produced them, rebuilt when corrupt."""
+import warnings
+
+import pytest
+import torch
+
+from agentrl import experiments
+
+
+@pytest.fixture()
+def tmp_cache(tmp_path, monkeypatch):
+    """A private, empty run cache (the RL base cache is left where it is)."""
+    monkeypatch.setattr(experiments, 'runs_dir', lambda: tmp_path / 'runs')
+    return tmp_path / 'runs'
+
+
+def tiny(name='tiny', **fields):
+    """A 2-step run spec, cheap enough for tests."""
+    return experiments.arm(name, fields, steps=2)
+
+
+def test_parallel_runs_equal_sequential_ones(tmp_cache):
+    specs = [tiny('a'), tiny('b', kl_coef=0.3, kl_kind='k3+')]
+    parallel = experiments.run_all(specs, processes=2)  # trained in two worker processes
+    for spec in specs:
+        sequential = experiments.train_and_evaluate(spec)  # trained again, here
+        assert sequential['history'] == parallel[spec.name]['history']
+        assert sequential['metrics'] == parallel[spec.name]['metrics']
+        for key, tensor in sequential['state_dict'].items():
+            assert torch.equal(tensor, parallel[spec.name]['state_dict'][key]), key
+
+
+def test_a_saved_run_is_loaded_not_retrained(tmp_cache, monkeypatch):
+    spec = tiny()
+    first = experiments.ensure_run(spec)
+    monkeypatch.setattr(experiments, 'train_and_evaluate', lambda spec: pytest.fail('retrained a saved run'))
+    assert experiments.ensure_run(spec)['history'] == first['history']
+
+
+def test_the_file_name_changes_with_what_produced_the_run(tmp_cache, monkeypatch):
+    spec = tiny()
+    path = experiments.run_path(spec)
+    assert experiments.run_path(tiny(kl_coef=0.1)) != path
+    assert experiments.run_path(experiments.arm('tiny', steps=3)) != path
+    monkeypatch.setattr(experiments, 'code_fingerprint', lambda: 'another version of the code')
+    assert experiments.run_path(spec) != path
+
+
+def test_a_corrupt_run_file_is_rebuilt_with_a_warning(tmp_cache):
+    spec = tiny()
+    good = experiments.ensure_run(spec)
+    path = experiments.run_path(spec)
+    path.write_bytes(b'not a torch file')
+    with pytest.warns(UserWarning, match='will be recomputed'):
+        rebuilt = experiments.ensure_run(spec)
+    assert rebuilt['history'] == good['history']
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        experiments.ensure_run(spec)  # the rebuilt file is now trusted again
+
+
+def test_a_run_file_with_other_provenance_is_not_trusted(tmp_cache):
+    spec = tiny()
+    run = experiments.ensure_run(spec)
+    path = experiments.run_path(spec)
+    run['provenance'] = {**run['provenance'], 'spec': 'something else'}
+    torch.save(run, path)
+    with pytest.warns(UserWarning, match='provenance does not match'):
+        experiments.ensure_run(spec)
+
+
+def test_bad_specs_are_rejected_with_the_field_named():
+    with pytest.raises(ValueError, match='reference'):
+        experiments.RunSpec('x', reference='yesterday')
+    with pytest.raises(ValueError, match='steps'):
+        experiments.RunSpec('x', steps=0)
+    with pytest.raises(ValueError, match='kl_kind'):
+        experiments.arm('x', dict(kl_kind='k9'))
+    with pytest.raises(ValueError, match='unique'):
+        experiments.run_all([tiny('same'), tiny('same')])
