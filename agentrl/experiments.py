@@ -77,7 +77,9 @@ def substrate():
 
 
 def runs_dir():
-    """Where finished runs are saved: $AGENTRL_CACHE_DIR/runs, default <repo>/.cache/agentrl/runs."""
+    """Where finished runs are saved: $AGENTRL_RUNS_DIR, else $AGENTRL_CACHE_DIR/runs, else <repo>/.cache/agentrl/runs."""
+    if os.environ.get('AGENTRL_RUNS_DIR'):
+        return Path(os.environ['AGENTRL_RUNS_DIR'])
     root = os.environ.get('AGENTRL_CACHE_DIR', Path(__file__).resolve().parents[1] / '.cache' / 'agentrl')
     return Path(root) / 'runs'
 

@@ -9,8 +9,8 @@ from agentrl import experiments
 
 @pytest.fixture()
 def tmp_cache(tmp_path, monkeypatch):
-    """A private, empty run cache (the RL base cache is left where it is)."""
-    monkeypatch.setattr(experiments, 'runs_dir', lambda: tmp_path / 'runs')
+    """A private, empty run cache, inherited by worker processes (the RL base cache is left where it is)."""
+    monkeypatch.setenv('AGENTRL_RUNS_DIR', str(tmp_path / 'runs'))
     return tmp_path / 'runs'
 
 
@@ -19,9 +19,13 @@ def tiny(name='tiny', **fields):
     return experiments.arm(name, fields, steps=2)
 
 
-def test_parallel_runs_equal_sequential_ones(tmp_cache):
+def test_parallel_runs_equal_sequential_ones(tmp_cache, monkeypatch):
     specs = [tiny('a'), tiny('b', kl_coef=0.3, kl_kind='k3+')]
-    parallel = experiments.run_all(specs, processes=2)  # trained in two worker processes
+    train_here = experiments.train_and_evaluate
+    monkeypatch.setattr(experiments, 'train_and_evaluate', lambda spec: pytest.fail('trained in the main process'))
+    parallel = experiments.run_all(specs, processes=2)  # trained in two worker processes, loaded here
+    monkeypatch.setattr(experiments, 'train_and_evaluate', train_here)
+    assert sorted(p.name for p in tmp_cache.iterdir()) == sorted(experiments.run_path(s).name for s in specs)
     for spec in specs:
         sequential = experiments.train_and_evaluate(spec)  # trained again, here
         assert sequential['history'] == parallel[spec.name]['history']
