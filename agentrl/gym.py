@@ -1,0 +1,656 @@
+"""The anonymised one-edit gym: small Python functions with a one-token bug, tool calls, hidden tests.
+
+A task is the source of a real Python function with anonymised names (``def f03 ( a0 , a1 ) :``) in
+which one token was changed. An episode is a short dialogue of tool calls written word by word by
+the agent, each ending with ``;``:
+
+    read L2 L5 ;      show lines 2..5 of the file
+    edit L4 < > ;     replace the first '<' on line 4 by '>' (one edit per episode)
+    submit ;          run the hidden tests on the edited function; the episode ends
+
+Reward is 1 if the agent submitted and the edited function passes every hidden test, else 0. Any
+bad call (unknown tool, malformed arguments, a line that does not exist, reading past the end, a
+second edit, a call that never ends) is answered with an ``error`` observation and counted in
+``info['n_invalid']``; running out of turns ends the episode and counts as one more invalid call.
+
+The function starts after a few blank lines of its file (a random offset per episode; the prompt
+says where it is), so a line number alone tells nothing about the bug. The header names the
+function (one name per function family) but not the bug. Every bug replaces
+one of eight operators by its counterpart, and the correct sources never contain the wrong tokens,
+so a reader can spot the bug and its fix; an agent that does not read can only guess which of the
+family's operators was broken (about one chance in five).
+"""
+import dataclasses
+import keyword
+import random
+import sys
+import time
+
+END = ';'  # ends every tool call
+TOOLS = ('read', 'edit', 'submit')
+FIXES = {'<': '>', '-': '+', '!=': '==', 'or': 'and', '//': '%', 'min': 'max', '<=': '>=', '/': '*'}  # wrong -> right
+BREAKS = {right: wrong for wrong, right in FIXES.items()}  # right -> wrong: the one-token bugs
+MAX_LINES = 12  # line labels L1..L12 exist in the vocabulary
+LINE_LABELS = tuple(f'L{i}' for i in range(1, MAX_LINES + 1))
+SPECIAL_WORDS = ('<pad>', '<task>', '</task>', '<obs>', '</obs>')
+MESSAGE_WORDS = ('ok', 'no', 'match', 'on', 'error', 'unknown', 'tool', 'bad', 'arguments', 'line', 'past', 'the',
+                 'end', 'already', 'edited', 'call', 'too', 'long', 'turn', 'limit', 'lines')
+PYTHON_WORDS = tuple(keyword.kwlist) + tuple('0123456789') + (
+    '+', '-', '*', '/', '//', '%', '**', '==', '!=', '<', '<=', '>', '>=', '=', '(', ')', '[', ']', ',', ':', '.')
+SAFE_BUILTINS = {'len': len, 'range': range, 'min': min, 'max': max, 'abs': abs, 'sum': sum, 'sorted': sorted}
+LINE_BUDGET = 20_000  # executed lines allowed per hidden test call (a deterministic time limit)
+WALL_BUDGET = 1.0  # seconds per hidden test call, a backstop that deterministic code never reaches
+N_HIDDEN_TESTS = 12
+HELDOUT_SIZE = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Family:
+    """A correct function with anonymised names; `make_args(rng)` draws one hidden-test input tuple."""
+    name: str
+    description: str
+    lines: tuple  # source lines with indentation, tokens separated by single spaces
+    make_args: object
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One buggy function: family source with the token at (line, position) replaced by `wrong`; fixed by `right`."""
+    task_id: str
+    family: str
+    description: str
+    lines: tuple  # the buggy source lines
+    bug_line: int  # 1-based line number of the bug
+    bug_pos: int  # index of the bug token among the line's words
+    wrong: str
+    right: str
+    tests: tuple  # ((args, expected), ...) hidden tests, from the correct source
+    sites: tuple  # (line, wrong, right) of every operator of the family the bug could have hit
+
+    @property
+    def source(self):
+        """The buggy source code as Python text."""
+        return '\n'.join(self.lines) + '\n'
+
+    @property
+    def max_offset(self):
+        """The function may start after up to this many blank lines of its file (it must end by L12)."""
+        return MAX_LINES - len(self.lines)
+
+    def fix(self, offset=0):
+        """The edit call that repairs the bug when the function starts after `offset` blank lines, e.g. 'edit L4 < >'."""
+        return f'edit L{offset + self.bug_line} {self.wrong} {self.right}'
+
+    def prompt(self, offset=0):
+        """The episode's opening words: header, what the function should compute, where it is; no hint of the bug."""
+        return ['<task>', *self.lines[0].split()[1:], *self.description.split(), 'lines', LINE_LABELS[offset],
+                LINE_LABELS[offset + len(self.lines) - 1], '</task>']
+
+
+def _ints(rng, n, low, high):
+    return [rng.randint(low, high) for _ in range(n)]
+
+
+def _list(rng):
+    return _ints(rng, rng.randint(4, 7), -3, 9)
+
+
+def _source(text):
+    return tuple(line for line in text.strip('\n').split('\n'))
+
+
+# Each family's source uses only the right-hand operators of FIXES (never <, -, !=, or, //, min, <=, /).
+_FAMILIES = [
+    ('sum of the even items of a0 greater than a1', '''
+def F ( a0 , a1 ) :
+    r = 0
+    for x in a0 :
+        if x % 2 == 0 and x > a1 :
+            r = r + x
+    return r''', lambda rng: (_list(rng), rng.randint(-2, 5))),
+    ('number of items of a0 at least a1 and below a2', '''
+def F ( a0 , a1 , a2 ) :
+    c = 0
+    for x in a0 :
+        if x >= a1 and a2 > x :
+            c = c + 1
+    return c * 3''', lambda rng: (_list(rng), rng.randint(-1, 4), rng.randint(3, 8))),
+    ('a1 plus the largest of a1 and twice each item of a0 with remainder 1 modulo 3', '''
+def F ( a0 , a1 ) :
+    r = a1
+    for x in a0 :
+        if x % 3 == 1 :
+            r = max ( r , x * 2 )
+    return r + a1''', lambda rng: (_list(rng), rng.randint(-3, 6))),
+    ('twice the running sum of a0 reset to a1 when it passes a1 on a positive item', '''
+def F ( a0 , a1 ) :
+    r = 0
+    for x in a0 :
+        r = r + x
+        if r > a1 and x >= 1 :
+            r = a1
+    return r * 2''', lambda rng: (_list(rng), rng.randint(2, 12))),
+    ('sum of the first a1 items of a0 taken cyclically', '''
+def F ( a0 , a1 ) :
+    i = 0
+    s = 0
+    while a1 > i :
+        s = s + a0 [ i % len ( a0 ) ]
+        i = i + 1
+    return s * 2''', lambda rng: (_list(rng), rng.randint(1, 12))),
+    ('number of pairs of items of a0 that sum to a1 counted once', '''
+def F ( a0 , a1 ) :
+    c = 0
+    for x in a0 :
+        for y in a0 :
+            if x + y == a1 and x > y :
+                c = c + 1
+    return c''', lambda rng: (_list(rng), rng.randint(2, 10))),
+    ('dot product of a0 and a1 over positions with a0 positive and a1 not negative', '''
+def F ( a0 , a1 ) :
+    r = 0
+    for i in range ( len ( a0 ) ) :
+        if a0 [ i ] > 0 and a1 [ i ] >= 0 :
+            r = r + a0 [ i ] * a1 [ i ]
+    return max ( r , 1 )''', lambda rng: (lambda a: (a, _ints(rng, len(a), -3, 9)))(_list(rng))),
+    ('sum of the squares of the positive items of a0 divisible by a1', '''
+def F ( a0 , a1 ) :
+    c = 0
+    for x in a0 :
+        if x % a1 == 0 and x > 0 :
+            c = c + x * x
+    return c''', lambda rng: (_list(rng), rng.randint(1, 4))),
+    ('value at a1 of the polynomial with coefficients a0 but at least twice a1', '''
+def F ( a0 , a1 ) :
+    r = 0
+    for c in a0 :
+        r = r * a1 + c
+    return max ( r , a1 * 2 )''', lambda rng: (_ints(rng, rng.randint(2, 4), -3, 5), rng.randint(1, 4))),
+    ('number of positive items of a0 equal to its maximum plus a1', '''
+def F ( a0 , a1 ) :
+    m = max ( a0 )
+    c = a1
+    for x in a0 :
+        if x == m and x > 0 :
+            c = c + 1
+    return c * 2''', lambda rng: (_list(rng), rng.randint(0, 3))),
+    ('sum of the squares of the items of a0 at even positions plus a1', '''
+def F ( a0 , a1 ) :
+    r = a1
+    for i in range ( len ( a0 ) ) :
+        if i % 2 == 0 :
+            r = r + a0 [ i ] * a0 [ i ]
+    return max ( r , 0 )''', lambda rng: (_list(rng), rng.randint(-40, 3))),
+    ('two points per item of a0 above a1 and one more per item at least a2', '''
+def F ( a0 , a1 , a2 ) :
+    r = 0
+    for x in a0 :
+        if x > a1 :
+            r = r + 2
+        if x >= a2 :
+            r = r * 3
+    return r''', lambda rng: (_list(rng), rng.randint(0, 5), rng.randint(3, 8))),
+    ('largest prefix sum of a0 with every item doubled and a1 added', '''
+def F ( a0 , a1 ) :
+    s = 0
+    r = a1
+    for x in a0 :
+        s = s + x * 2
+        r = max ( r , s + a1 )
+    return r''', lambda rng: (_list(rng), rng.randint(-4, 4))),
+    ('sum of the absolute values of the odd items of a0 whose absolute value is at least a1', '''
+def F ( a0 , a1 ) :
+    r = 0
+    for x in a0 :
+        if abs ( x ) >= a1 and x % 2 == 1 :
+            r = r + abs ( x )
+    return r''', lambda rng: (_list(rng), rng.randint(0, 5))),
+    ('first even position of a0 holding an item above a1 else the length of a0', '''
+def F ( a0 , a1 ) :
+    for i in range ( len ( a0 ) ) :
+        if a0 [ i ] > a1 and i % 2 == 0 :
+            return i * 3
+    return len ( a0 ) + 1''', lambda rng: (_list(rng), rng.randint(0, 7))),
+    ('sum over a0 of the larger of the item and a1 times a2', '''
+def F ( a0 , a1 , a2 ) :
+    r = 0
+    for x in a0 :
+        r = r + max ( x , a1 ) * a2
+    return r''', lambda rng: (_list(rng), rng.randint(-1, 5), rng.randint(2, 4))),
+    ('one plus the number of items of a0 greater than every item before them', '''
+def F ( a0 ) :
+    c = 0
+    m = a0 [ 0 ]
+    for x in a0 :
+        if x > m :
+            c = c + 1
+            m = x
+    return c * 2''', lambda rng: (_list(rng),)),
+    ('product of the items of a0 modulo 7 plus a1', '''
+def F ( a0 , a1 ) :
+    p = 1
+    for x in a0 :
+        p = p * x % 7
+    return p + a1''', lambda rng: (_ints(rng, rng.randint(3, 6), 1, 9), rng.randint(0, 5))),
+    ('smallest k whose square is at least a0 plus a1', '''
+def F ( a0 , a1 ) :
+    k = 0
+    while a0 > k * k :
+        k = k + 1
+    return k + a1''', lambda rng: (rng.randint(2, 40), rng.randint(0, 3))),
+    ('number of items x of a0 with a1 x plus a2 positive and x not negative', '''
+def F ( a0 , a1 , a2 ) :
+    c = 0
+    for x in a0 :
+        if a1 * x + a2 > 0 and x >= 0 :
+            c = c + 1
+    return c''', lambda rng: (_list(rng), rng.randint(-3, 3), rng.randint(-4, 4))),
+    ('sum of the squares of the items of a0 above 1 that are also in a1', '''
+def F ( a0 , a1 ) :
+    r = 0
+    for x in a0 :
+        if x in a1 and x > 1 :
+            r = r + x * x
+    return r''', lambda rng: (_list(rng), _list(rng))),
+    ('largest item of a0 plus twice its position', '''
+def F ( a0 ) :
+    r = 0
+    for i in range ( len ( a0 ) ) :
+        r = max ( r , a0 [ i ] + i * 2 )
+    return r''', lambda rng: (_list(rng),)),
+    ('two points per item of a0 equal to a1 and one per item above a1', '''
+def F ( a0 , a1 ) :
+    c = 0
+    for x in a0 :
+        if x == a1 :
+            c = c + 2
+        if x > a1 :
+            c = c * 3
+    return c''', lambda rng: (_list(rng), rng.randint(0, 6))),
+    ('sum of the items of a0 at every third position where a1 is positive', '''
+def F ( a0 , a1 ) :
+    r = 0
+    for i in range ( len ( a1 ) ) :
+        if a1 [ i ] > 0 and i % 3 == 0 :
+            r = r + a0 [ i ]
+    return r''', lambda rng: (lambda a: (a, _ints(rng, len(a), -3, 9)))(_list(rng))),
+    ('number of items of a0 divisible by a1 plus two per positive item divisible by a2', '''
+def F ( a0 , a1 , a2 ) :
+    c = 0
+    for x in a0 :
+        if x % a1 == 0 :
+            c = c + 1
+        if x % a2 == 0 and x > 0 :
+            c = c + 2
+    return c''', lambda rng: (_list(rng), rng.randint(2, 3), rng.randint(4, 5))),
+    ('total of a0 scaled by a1 plus one for each item greater than a2', '''
+def F ( a0 , a1 , a2 ) :
+    t = 0
+    for x in a0 :
+        t = t + x * a1
+        if x > a2 :
+            t = t + 1
+    return t''', lambda rng: (_list(rng), rng.randint(2, 4), rng.randint(0, 6))),
+    ('number of steps that triple a0 and add one until it reaches a1', '''
+def F ( a0 , a1 ) :
+    n = 0
+    while a1 > a0 :
+        a0 = a0 * 3 + 1
+        n = n + 1
+    return n''', lambda rng: (rng.randint(1, 4), rng.randint(5, 200))),
+    ('largest square of an item of a0 above the running record then raised by a1', '''
+def F ( a0 , a1 ) :
+    r = a1
+    for x in a0 :
+        if x * x > r :
+            r = x * x + a1
+    return r''', lambda rng: (_list(rng), rng.randint(0, 9))),
+    ('whether every item of a0 is even and at least a1', '''
+def F ( a0 , a1 ) :
+    for x in a0 :
+        if not x >= a1 :
+            return False
+        if not x % 2 == 0 :
+            return False
+    return True''', lambda rng: (rng.choice([[2 * v for v in _ints(rng, 4, 0, 5)], _list(rng)]), rng.randint(-1, 3))),
+    ('twice the sum of the items of a0 from position a1 up to but not including a2', '''
+def F ( a0 , a1 , a2 ) :
+    r = 0
+    for i in range ( len ( a0 ) ) :
+        if i >= a1 and a2 > i :
+            r = r + a0 [ i ] * 2
+    return r''', lambda rng: (_list(rng), rng.randint(0, 3), rng.randint(2, 6))),
+    ('number of items of a0 whose square plus a1 reaches a2 but never below one', '''
+def F ( a0 , a1 , a2 ) :
+    c = 0
+    for x in a0 :
+        if x * x + a1 >= a2 :
+            c = c + 1
+    return max ( c , 1 )''', lambda rng: (_list(rng), rng.randint(-3, 3), rng.randint(5, 40))),
+    ('maximum of a0 plus the largest positive item different from it', '''
+def F ( a0 ) :
+    m = max ( a0 )
+    r = 0
+    for x in a0 :
+        if x > r and not x == m :
+            r = x
+    return m + r''', lambda rng: (_list(rng),)),
+    ('twice the sum of the items of a0 above a1 plus three for each item equal to a2', '''
+def F ( a0 , a1 , a2 ) :
+    r = 0
+    for x in a0 :
+        if x > a1 :
+            r = r + x
+        if x == a2 :
+            r = r + 3
+    return r * 2''', lambda rng: (_list(rng), rng.randint(0, 5), rng.randint(0, 6))),
+    ('product of the odd items of a0 that exceed a1 counted twice', '''
+def F ( a0 , a1 ) :
+    p = 1
+    for x in a0 :
+        if x > a1 and x % 2 == 1 :
+            p = p * x
+    return p + p''', lambda rng: (_list(rng), rng.randint(-2, 4))),
+    ('one more than the largest item at an odd position of a0 multiplied by a1', '''
+def F ( a0 , a1 ) :
+    r = 0
+    for i in range ( len ( a0 ) ) :
+        if i % 2 == 1 :
+            r = max ( r , a0 [ i ] * a1 )
+    return r + 1''', lambda rng: (_list(rng), rng.randint(1, 4))),
+    ('number of adjacent pairs of a0 whose sum exceeds a1 with the later item not negative', '''
+def F ( a0 , a1 ) :
+    c = 0
+    p = a0 [ 0 ]
+    for x in a0 :
+        if x + p > a1 and x >= 0 :
+            c = c + 1
+        p = x
+    return c''', lambda rng: (_list(rng), rng.randint(0, 10))),
+]
+
+
+class TimeLimitExceeded(Exception):
+    """A hidden test ran more than LINE_BUDGET lines (or WALL_BUDGET seconds)."""
+
+
+def _call_with_limit(function, args):
+    """Call function(*args), raising TimeLimitExceeded after LINE_BUDGET executed lines or WALL_BUDGET seconds."""
+    deadline, executed = time.perf_counter() + WALL_BUDGET, 0
+
+    def trace_lines(frame, event, arg):
+        nonlocal executed
+        if event == 'line':
+            executed += 1
+            if executed > LINE_BUDGET or (executed % 1000 == 0 and time.perf_counter() > deadline):
+                raise TimeLimitExceeded(f'more than {LINE_BUDGET} lines or {WALL_BUDGET} s')
+        return trace_lines
+
+    previous = sys.gettrace()
+    sys.settrace(lambda frame, event, arg: trace_lines)
+    try:
+        return function(*args)
+    finally:
+        sys.settrace(previous)
+
+
+def _copy_args(args):
+    return tuple(list(a) if isinstance(a, list) else a for a in args)
+
+
+def run_hidden_tests(lines, name, tests):
+    """Compile the source lines, then call function `name` on each hidden input; True iff every output matches.
+
+    The code runs in a namespace whose builtins are only SAFE_BUILTINS, each call under a line budget;
+    a syntax error, a missing function, an exception or a time-out is a failure, never an exception.
+    """
+    try:
+        code = compile('\n'.join(lines) + '\n', '<task>', 'exec')
+    except (SyntaxError, ValueError):
+        return False
+    namespace = {'__builtins__': dict(SAFE_BUILTINS)}
+    try:
+        _call_with_limit(lambda: exec(code, namespace), ())
+        function = namespace.get(name)
+        if not callable(function):
+            return False
+        for args, expected in tests:
+            if _call_with_limit(function, _copy_args(args)) != expected:
+                return False
+    except Exception:  # noqa: BLE001 - any error of the agent's code is a failed test
+        return False
+    return True
+
+
+_TEST_CACHE = {}  # (family, source text) -> passed; sources repeat a lot during training
+
+
+def passes_hidden_tests(task, lines):
+    """Whether `lines` (the task's source after the agent's edit) pass the task's hidden tests, cached by source."""
+    key = (task.family, '\n'.join(lines))
+    if key not in _TEST_CACHE:
+        if len(_TEST_CACHE) > 100_000:
+            _TEST_CACHE.clear()
+        _TEST_CACHE[key] = run_hidden_tests(lines, task.family, task.tests)
+    return _TEST_CACHE[key]
+
+
+def _make_families():
+    families = []
+    for index, (description, text, make_args) in enumerate(_FAMILIES):
+        name = f'f{index:02d}'
+        lines = tuple(line.replace('def F (', f'def {name} (') for line in _source(text))
+        families.append(Family(name, description, lines, make_args))
+    return families
+
+
+def _hidden_tests(family):
+    """N_HIDDEN_TESTS deterministic (args, expected) pairs computed by running the correct source."""
+    rng = random.Random(f'hidden tests of {family.name}')
+    namespace = {'__builtins__': dict(SAFE_BUILTINS)}
+    exec(compile('\n'.join(family.lines) + '\n', family.name, 'exec'), namespace)
+    tests = []
+    for _ in range(N_HIDDEN_TESTS):
+        args = family.make_args(rng)
+        tests.append((args, _call_with_limit(namespace[family.name], _copy_args(args))))
+    return tuple(tests)
+
+
+def _family_tasks(family):
+    """Every one-token bug of the family (one per operator occurrence) that its hidden tests detect."""
+    tests = _hidden_tests(family)
+    sites = [(number, pos, word) for number, line in enumerate(family.lines, start=1) if number > 1
+             for pos, word in enumerate(line.split()) if word in BREAKS]
+    tasks = []
+    for number, pos, right in sites:
+        words = family.lines[number - 1].split()
+        indent = family.lines[number - 1][:len(family.lines[number - 1]) - len(family.lines[number - 1].lstrip())]
+        words[pos] = BREAKS[right]
+        lines = family.lines[:number - 1] + (indent + ' '.join(words),) + family.lines[number:]
+        if run_hidden_tests(lines, family.name, tests):
+            continue  # an equivalent mutant: the hidden tests cannot tell it from the correct function
+        tasks.append(Task(f'{family.name}:L{number}:{pos}', family.name, family.description, lines, number, pos,
+                          BREAKS[right], right, tests, ()))
+    site_list = tuple((t.bug_line, t.wrong, t.right) for t in tasks)
+    return [dataclasses.replace(t, sites=site_list) for t in tasks]
+
+
+def _split(tasks):
+    """Deterministic held-out choice: one bug in each of HELDOUT_SIZE families, its kind of bug shown elsewhere."""
+    rng = random.Random('heldout split')
+    by_family = {}
+    for task in tasks:
+        by_family.setdefault(task.family, []).append(task)
+    candidates = [name for name, group in by_family.items() if len(group) >= 4]
+    rng.shuffle(candidates)
+    heldout = []
+    for name in candidates:
+        if len(heldout) == HELDOUT_SIZE:
+            break
+        group = by_family[name]
+        heldout.append(group[rng.randrange(len(group))])
+    held = {t.task_id for t in heldout}
+    train = [t for t in tasks if t.task_id not in held]
+    for t in heldout:  # each held-out bug must be of a kind (wrong token) the training split shows
+        assert sum(u.wrong == t.wrong for u in train) >= 3, t.task_id
+    return train, sorted(heldout, key=lambda t: t.task_id)
+
+
+def _all_tasks():
+    if not _TASKS:
+        tasks = [task for family in _make_families() for task in _family_tasks(family)]
+        train, heldout = _split(tasks)
+        train_ids = {t.task_id for t in train}
+        # the sites a blind agent may guess: the family's bugs that the training split shows
+        train = [dataclasses.replace(t, sites=tuple(s for s, u in zip(t.sites, _family_of(tasks, t)) if u.task_id in train_ids))
+                 for t in train]
+        heldout = [dataclasses.replace(t, sites=tuple(s for s, u in zip(t.sites, _family_of(tasks, t)) if u.task_id in train_ids))
+                   for t in heldout]
+        _TASKS.update(train=tuple(train), heldout=tuple(heldout))
+        _TASKS['all'] = tuple(sorted(train + heldout, key=lambda t: t.task_id))
+    return _TASKS
+
+
+def _family_of(tasks, task):
+    return [u for u in tasks if u.family == task.family]
+
+
+_TASKS = {}
+SPLITS = ('all', 'train', 'heldout')
+
+
+def make_tasks(split='all'):
+    """Deterministic list of Task objects: 'all', 'train', or 'heldout' (exactly 10, disjoint from 'train')."""
+    if split not in SPLITS:
+        raise ValueError(f'unknown split {split!r}; valid splits: {", ".join(map(repr, SPLITS))}')
+    return list(_all_tasks()[split])
+
+
+def vocabulary_words(tasks):
+    """Every word an episode on these tasks can contain: specials, tool syntax, messages, line labels, code."""
+    words = list(SPECIAL_WORDS) + [END, *TOOLS] + list(MESSAGE_WORDS) + list(LINE_LABELS)
+    words += list(PYTHON_WORDS) + list(SAFE_BUILTINS)  # an edit may write any keyword, digit, operator, builtin
+    for task in tasks:
+        for line in task.lines:
+            words += line.split()
+        words += task.description.split()
+        words += [task.right, task.wrong]
+    return list(dict.fromkeys(words))  # unique, first-seen order
+
+
+def draw_offset(task, uniform):
+    """The blank lines before the function, from a uniform number in [0, 1): 0..task.max_offset equally likely."""
+    return min(int(uniform * (task.max_offset + 1)), task.max_offset)
+
+
+def _label(word):
+    """Line number of a label word 'L4' -> 4, or None if the word is not a line label."""
+    return int(word[1:]) if word in LINE_LABELS else None
+
+
+def _obs(*words):
+    return ['<obs>', *words, '</obs>']
+
+
+class Env:
+    """One episode on one task: reset(task) -> prompt words; step(call) -> (observation words, done)."""
+
+    def __init__(self, max_turns=6, max_call_words=6):
+        if max_turns < 1 or max_call_words < 2:
+            raise ValueError(f'max_turns must be >= 1 and max_call_words >= 2, got {max_turns}, {max_call_words}')
+        self.max_turns, self.max_call_words = max_turns, max_call_words
+        self.task = None
+
+    def reset(self, task, offset=0):
+        """Start an episode on task, its function after `offset` blank lines of the file -> the prompt words.
+
+        The prompt gives the header, the description and where the function is ('lines L3 L8').
+        """
+        if not 0 <= offset <= task.max_offset:
+            raise ValueError(f'offset must be in [0, {task.max_offset}] for {task.task_id}, got {offset}')
+        self.task, self.lines, self.done = task, [''] * offset + list(task.lines), False
+        self.info = dict(n_turns=0, submitted=False, hidden_pass=False, actions=[], n_invalid=0, reads=0,
+                         edited=False, truncated=False, reward=0.0)
+        return task.prompt(offset)
+
+    @property
+    def reward(self):
+        """1.0 if the agent submitted and the hidden tests passed, else 0.0."""
+        return self.info['reward']
+
+    def call_is_complete(self, words):
+        """Whether the agent's words so far make one whole call: ended by ';' or as long as a call may be."""
+        return bool(words) and (words[-1] == END or len(words) >= self.max_call_words)
+
+    def step(self, call):
+        """Carry out one tool call (a string, or the agent's list of words ending with ';'); returns (observation, done)."""
+        if self.task is None or self.done:
+            raise RuntimeError('step() called on a finished episode; call reset(task) first')
+        if isinstance(call, str):
+            words = call.split()
+            words = words if words and words[-1] == END else words + [END]
+        else:
+            words = list(call)
+        self.info['n_turns'] += 1
+        if words[-1] != END:
+            observation = self._invalid('call', 'too', 'long')
+            self.info['actions'].append(' '.join(words))
+        else:
+            self.info['actions'].append(' '.join(words[:-1]))
+            observation = self._run(words[:-1])
+        if not self.done and self.info['n_turns'] >= self.max_turns:
+            self.done = True
+            observation = observation + self._invalid('turn', 'limit')
+        return observation, self.done
+
+    def _invalid(self, *message):
+        self.info['n_invalid'] += 1
+        return _obs('error', *message)
+
+    def _run(self, words):
+        tool, args = (words[0], words[1:]) if words else (None, [])
+        if tool not in TOOLS:
+            return self._invalid('unknown', 'tool')
+        n_lines = len(self.lines)
+        if tool == 'submit':
+            if args:
+                return self._invalid('bad', 'arguments')
+            self.done = True
+            self.info['submitted'] = True
+            self.info['hidden_pass'] = passes_hidden_tests(self.task, self.lines)
+            self.info['reward'] = float(self.info['hidden_pass'])
+            return []
+        if tool == 'read':
+            if len(args) != 2 or _label(args[0]) is None or _label(args[1]) is None or _label(args[0]) > _label(args[1]):
+                return self._invalid('bad', 'arguments')
+            first, last = _label(args[0]), _label(args[1])
+            if last > n_lines:
+                return self._invalid('past', 'the', 'end', LINE_LABELS[n_lines - 1])
+            self.info['reads'] += 1
+            shown = []
+            for number in range(first, last + 1):
+                shown += [LINE_LABELS[number - 1], *self.lines[number - 1].split()]  # a blank line shows its label only
+            return _obs(*shown)
+        # tool == 'edit'
+        if len(args) != 3 or _label(args[0]) is None:
+            return self._invalid('bad', 'arguments')
+        number, old, new = _label(args[0]), args[1], args[2]
+        if number > n_lines:
+            return self._invalid('no', 'line', args[0])
+        if self.info['edited']:
+            return self._invalid('already', 'edited')
+        self.info['edited'] = True  # the one edit is used, whether or not `old` occurs on the line
+        line = self.lines[number - 1]
+        words = line.split()
+        if old not in words:
+            return _obs('no', 'match', 'on', args[0])
+        words[words.index(old)] = new
+        self.lines[number - 1] = line[:len(line) - len(line.lstrip())] + ' '.join(words)
+        return _obs('ok', args[0], *words)
+
+
+def make_env(cfg=None):
+    """A fresh environment with the turn and call-length limits of cfg (an RLConfig; defaults if None)."""
+    if cfg is None:
+        return Env()
+    return Env(max_turns=cfg.max_turns, max_call_words=cfg.max_call_words)

@@ -1,0 +1,139 @@
+"""TinyAgent: a small decoder-only transformer (nanoGPT style) that reads and writes the gym's words.
+
+B = batch, T = time (tokens), C = model width, H = heads, D = C // H, V = vocabulary.
+`forward(ids)` scores whole sequences for training; `new_cache` + `decode_step` advance a batch of
+episodes one token at a time with cached keys and values, for sampling.
+"""
+import dataclasses
+import math
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+    """TinyAgent's shape. The defaults with the book's 316 words give its 157,244 parameters."""
+    vocab_size: int
+    context: int = 256  # longest sequence (prompt + calls + observations) the model can read
+    width: int = 64  # C
+    n_layer: int = 2
+    n_head: int = 4  # H; width must be divisible by it
+    mlp_ratio: int = 4  # hidden width of each MLP = mlp_ratio * width
+
+    def __post_init__(self):
+        for name in ('vocab_size', 'context', 'width', 'n_layer', 'n_head', 'mlp_ratio'):
+            if getattr(self, name) < 1:
+                raise ValueError(f'ModelConfig.{name} must be >= 1, got {getattr(self, name)}')
+        if self.width % self.n_head:
+            raise ValueError(f'ModelConfig.width ({self.width}) must be divisible by n_head ({self.n_head})')
+
+
+class SelfAttention(nn.Module):
+    """Causal multi-head self-attention."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.n_head = cfg.n_head
+        self.qkv = nn.Linear(cfg.width, 3 * cfg.width)
+        self.proj = nn.Linear(cfg.width, cfg.width)
+
+    def split_heads(self, x):
+        """[B, T, 3C] -> three [B, H, T, D]."""
+        B, T, C3 = x.shape
+        return [t.reshape(B, T, self.n_head, C3 // (3 * self.n_head)).transpose(1, 2) for t in x.chunk(3, dim=-1)]
+
+    def forward(self, x):
+        """x [B, T, C] -> [B, T, C], each position attending to itself and earlier ones."""
+        B, T, C = x.shape
+        q, k, v = self.split_heads(self.qkv(x))  # [B, H, T, D] each
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, D]
+        return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+    def decode(self, x, cache, t):
+        """x [B, 1, C] at position t; cache = (keys, values) [B, H, context, D], filled up to t -> [B, 1, C]."""
+        B, _, C = x.shape
+        q, k, v = self.split_heads(self.qkv(x))  # [B, H, 1, D] each
+        keys, values = cache
+        keys[:, :, t:t + 1] = k
+        values[:, :, t:t + 1] = v
+        y = F.scaled_dot_product_attention(q, keys[:, :, :t + 1], values[:, :, :t + 1])  # [B, H, 1, D]
+        return self.proj(y.transpose(1, 2).reshape(B, 1, C))
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: x + attention(norm(x)), then x + MLP(norm(x))."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(cfg.width)
+        self.attn = SelfAttention(cfg)
+        self.norm2 = nn.LayerNorm(cfg.width)
+        self.mlp = nn.Sequential(nn.Linear(cfg.width, cfg.mlp_ratio * cfg.width), nn.GELU(),
+                                 nn.Linear(cfg.mlp_ratio * cfg.width, cfg.width))
+
+    def forward(self, x):
+        """[B, T, C] -> [B, T, C]."""
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+    def decode(self, x, cache, t):
+        """[B, 1, C] at position t -> [B, 1, C], reading and extending this block's cache."""
+        x = x + self.attn.decode(self.norm1(x), cache, t)
+        return x + self.mlp(self.norm2(x))
+
+
+class TinyAgent(nn.Module):
+    """Token and position embeddings, n_layer blocks, a final norm and a linear head to V logits; no dropout."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.cfg = cfg
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.width)
+        self.pos_emb = nn.Embedding(cfg.context, cfg.width)
+        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layer))
+        self.norm = nn.LayerNorm(cfg.width)
+        self.head = nn.Linear(cfg.width, cfg.vocab_size)
+        self.apply(self._init_weights)
+        for block in self.blocks:  # GPT-2: scale the residual projections by depth
+            nn.init.normal_(block.attn.proj.weight, std=0.02 / math.sqrt(2 * cfg.n_layer))
+            nn.init.normal_(block.mlp[2].weight, std=0.02 / math.sqrt(2 * cfg.n_layer))
+
+    @staticmethod
+    def _init_weights(module):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(module.weight, std=0.02)
+        if isinstance(module, nn.Linear):
+            nn.init.zeros_(module.bias)
+
+    def forward(self, ids):
+        """ids [B, T] (T <= context) -> logits [B, T, V]; logits[:, t] scores the token at t + 1."""
+        B, T = ids.shape
+        if T > self.cfg.context:
+            raise ValueError(f'sequence of {T} tokens is longer than the context of {self.cfg.context}')
+        x = self.tok_emb(ids) + self.pos_emb(torch.arange(T, device=ids.device))  # [B, T, C]
+        for block in self.blocks:
+            x = block(x)  # [B, T, C]
+        return self.head(self.norm(x))  # [B, T, V]
+
+    def new_cache(self, batch_size):
+        """Empty key/value caches for decode_step: one (keys, values) pair [B, H, context, D] per block."""
+        cfg = self.cfg
+        shape = (batch_size, cfg.n_head, cfg.context, cfg.width // cfg.n_head)
+        weight = self.head.weight
+        return [(weight.new_zeros(shape), weight.new_zeros(shape)) for _ in self.blocks]
+
+    def decode_step(self, ids, cache, t):
+        """ids [B] = every sequence's token at position t (earlier ones cached) -> logits [B, V] for position t + 1."""
+        if t >= self.cfg.context:
+            raise ValueError(f'position {t} is outside the context of {self.cfg.context}')
+        x = self.tok_emb(ids[:, None]) + self.pos_emb.weight[t]  # [B, 1, C]
+        for block, block_cache in zip(self.blocks, cache):
+            x = block.decode(x, block_cache, t)  # [B, 1, C]
+        return self.head(self.norm(x))[:, 0]  # [B, V]
+
+
+def count_parameters(model):
+    """Number of trainable parameters."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

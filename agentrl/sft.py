@@ -1,0 +1,210 @@
+"""The RL base agent: TinyAgent fine-tuned on demonstrations of a scripted agent that mostly guesses.
+
+The scripted agent reads the code in about one episode of five (often only part of it), fixes the bug
+when it saw it, and otherwise guesses one of the function family's usual bugs; now and then it makes a
+malformed or out-of-range call first. Supervised fine-tuning on its episodes gives the RL base:
+it reads rarely, guesses otherwise, and its policy tokens keep some entropy. `make_rl_base` caches the
+weights on disk, keyed by everything that determines them.
+"""
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+
+import agentrl as arl
+from agentrl.gym import END, Env, draw_offset, make_tasks
+from agentrl.model import ModelConfig, TinyAgent
+from agentrl.progress import progress
+
+CODE_VERSION = 1  # bump when a change of code changes the RL base's weights (invalidates every cache file)
+
+
+@dataclasses.dataclass(frozen=True)
+class Habits:
+    """The scripted agent's habits (probabilities)."""
+    read: float = 0.2  # reads before editing
+    full_read: float = 0.5  # a read covers the whole function (else a random window of it)
+    slip: float = 0.06  # before each call, first makes a malformed or out-of-range call
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTConfig:
+    """Supervised fine-tuning settings: demonstrations, optimiser, seed."""
+    episodes: int = 6000  # scripted episodes, cycling over the training tasks
+    steps: int = 600  # optimizer steps
+    batch_size: int = 64  # episodes per step
+    lr: float = 3e-3  # AdamW learning rate (cosine decay to 10%)
+    weight_decay: float = 0.01
+    seed: int = 0
+    habits: Habits = Habits()
+
+
+def _slip(task, offset, rng):
+    """A bad call the scripted agent sometimes makes: past the end, missing argument, no such line, unknown tool."""
+    end = offset + len(task.lines)
+    line, wrong, right = task.sites[rng.randrange(len(task.sites))]
+    return rng.choice([f'read L{offset + 1} L{end + 1}', f'read L{rng.randint(1, end)}', f'edit L{end + 1} {wrong} {right}',
+                       f'edit L{offset + line} {wrong}', f'submit L{end}', f'L{offset + line} edit {wrong} {right}'])
+
+
+def demonstration_calls(task, offset, rng, habits):
+    """The scripted agent's calls for one episode on task (it knows the bug only if its read shows it)."""
+    first_line, end = offset + 1, offset + len(task.lines)
+    calls = []
+
+    def call(text):
+        if rng.random() < habits.slip:
+            calls.append(_slip(task, offset, rng))
+        calls.append(text)
+
+    candidates = list(task.sites)
+    knows_fix = False
+    if rng.random() < habits.read:
+        if rng.random() < habits.full_read:
+            first, last = first_line, end
+        else:
+            first = rng.randint(first_line, first_line + 2)
+            last = rng.randint(first + 1, end)
+        call(f'read L{first} L{last}')
+        if first <= offset + task.bug_line <= last:
+            knows_fix = True
+        else:
+            candidates = [s for s in candidates if not first <= offset + s[0] <= last] or candidates
+    if knows_fix:
+        call(task.fix(offset))
+    else:
+        line, wrong, right = candidates[rng.randrange(len(candidates))]
+        call(f'edit L{offset + line} {wrong} {right}')
+    call('submit')
+    return calls
+
+
+def demonstration(task, rng, habits, tok, max_turns=6):
+    """One scripted episode at a random offset -> (token ids [L], policy mask [L]: True on the agent's words)."""
+    env = Env(max_turns=max_turns)
+    offset = draw_offset(task, rng.random())
+    ids = tok.encode(env.reset(task, offset))
+    mask = [False] * len(ids)
+    for text in demonstration_calls(task, offset, rng, habits):
+        if env.done:
+            break
+        words = text.split() + [END]
+        ids += tok.encode(words)
+        mask += [True] * len(words)
+        observation, _ = env.step(words)
+        ids += tok.encode(observation)
+        mask += [False] * len(observation)
+    return ids, mask
+
+
+def make_demonstrations(tasks, tok, cfg):
+    """cfg.episodes scripted episodes cycling over tasks -> list of (ids, mask)."""
+    rng = random.Random(cfg.seed)
+    return [demonstration(tasks[i % len(tasks)], rng, cfg.habits, tok) for i in range(cfg.episodes)]
+
+
+def sft_train(model, demos, pad_id, cfg):
+    """Behaviour cloning: cross-entropy on the demonstrations' policy tokens, cfg.steps AdamW steps -> losses."""
+    generator = torch.Generator().manual_seed(cfg.seed)
+    T = max(len(ids) for ids, _ in demos)
+    ids = torch.full((len(demos), T), pad_id, dtype=torch.long)
+    mask = torch.zeros(len(demos), T - 1)
+    for b, (seq, policy) in enumerate(demos):
+        ids[b, :len(seq)] = torch.tensor(seq)
+        mask[b, :len(seq) - 1] = torch.tensor(policy[1:], dtype=torch.float)
+    lengths = (ids != pad_id).sum(1)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: 0.1 + 0.9 * 0.5 * (1 + torch.cos(torch.tensor(s / cfg.steps * torch.pi)).item()))
+    order, losses = torch.empty(0, dtype=torch.long), []
+    for _ in progress(range(cfg.steps), desc='SFT'):
+        if len(order) < cfg.batch_size:
+            order = torch.cat([order, torch.randperm(len(demos), generator=generator)])
+        rows, order = order[:cfg.batch_size], order[cfg.batch_size:]
+        width = int(lengths[rows].max())
+        batch, batch_mask = ids[rows, :width], mask[rows, :width - 1]
+        logits = model(batch)[:, :-1]  # [b, width-1, V]
+        nll = -arl.selected_log_probs(logits, batch[:, 1:])  # [b, width-1]
+        loss = arl.masked_mean(nll, batch_mask)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+    return losses
+
+
+class _OneThread:
+    """Run torch on one thread inside the block, so the weights do not depend on the machine's core count."""
+
+    def __enter__(self):
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.threads)
+
+
+def build_rl_base(tok, tasks, model_cfg, sft_cfg):
+    """Seeded SFT of a fresh TinyAgent on scripted demonstrations (no cache) -> model."""
+    with _OneThread():
+        torch.manual_seed(sft_cfg.seed)
+        model = TinyAgent(model_cfg)
+        demos = make_demonstrations(tasks, tok, sft_cfg)
+        sft_train(model, demos, tok.pad_id, sft_cfg)
+    return model.eval()
+
+
+def cache_dir():
+    """Directory of cached RL bases: $AGENTRL_CACHE_DIR, else <repository>/.cache/agentrl."""
+    return Path(os.environ.get('AGENTRL_CACHE_DIR') or Path(__file__).resolve().parent.parent / '.cache' / 'agentrl')
+
+
+def cache_key(tok, tasks, model_cfg, sft_cfg):
+    """SHA-256 of everything that determines the RL base's weights."""
+    content = dict(code_version=CODE_VERSION, torch=torch.__version__, vocabulary=tok.words,
+                   tasks=[(t.task_id, t.source, t.fix(), repr(t.tests), t.sites) for t in tasks],
+                   model=dataclasses.asdict(model_cfg), sft=dataclasses.asdict(sft_cfg))
+    return hashlib.sha256(json.dumps(content, sort_keys=True, default=repr).encode()).hexdigest()
+
+
+def make_rl_base(tok, tasks=None, sft_cfg=None, model_cfg=None, directory=None):
+    """The RL base agent (TinyAgent after SFT; model(ids [B, T]) -> logits [B, T, V]), built once then loaded from disk.
+
+    The cache file is keyed by tasks (default make_tasks('train')), vocabulary, model and SFT settings
+    and CODE_VERSION; it is written atomically; a corrupt or mismatched file is rebuilt with a warning.
+    """
+    tasks = make_tasks('train') if tasks is None else tasks
+    sft_cfg = SFTConfig() if sft_cfg is None else sft_cfg
+    model_cfg = ModelConfig(vocab_size=len(tok)) if model_cfg is None else model_cfg
+    key = cache_key(tok, tasks, model_cfg, sft_cfg)
+    directory = Path(directory) if directory is not None else cache_dir()
+    path = directory / f'rl_base-{key[:16]}.pt'
+    if path.exists():
+        try:
+            stored = torch.load(path, weights_only=True)
+            if stored.get('key') != key:
+                raise ValueError('its key does not match these tasks, vocabulary and settings')
+            model = TinyAgent(model_cfg)
+            model.load_state_dict(stored['state_dict'])
+            return model.eval()
+        except Exception as error:  # noqa: BLE001 - any unreadable or foreign file is rebuilt
+            warnings.warn(f'cached RL base {path} is unusable ({error}); rebuilding it', stacklevel=2)
+    model = build_rl_base(tok, tasks, model_cfg, sft_cfg)
+    directory.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix='.rl_base-', suffix='.tmp')
+    try:
+        with os.fdopen(handle, 'wb') as file:
+            torch.save(dict(key=key, state_dict=model.state_dict()), file)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+    return model
