@@ -27,8 +27,15 @@ notebooks: $(NB_TARGETS)
 $(NB_TARGETS): nb-%: $(SETUP)
 	$(PY) -m agentrl.notebook_runner notebooks/$*.ipynb
 
-# Later notebooks load the runs earlier ones train (from the run cache); order them so `make -j2` trains each run once.
-nb-08_design_questions: nb-07_tinyagent_comparison
+# The TinyAgent notebooks share the cached RL base, and later ones load the runs earlier ones train (from the run
+# cache): build the base first and order the notebooks so that `make -j2` trains each thing once.
+TINYAGENT_NB := $(filter-out nb-01% nb-02% nb-03% nb-04% nb-05%,$(NB_TARGETS))
+$(TINYAGENT_NB): rl-base
+nb-08_design_questions nb-09_seeds: $(filter nb-07_tinyagent_comparison,$(NB_TARGETS))
+
+.PHONY: rl-base
+rl-base: $(SETUP)
+	$(PY) -c "import agentrl as arl; arl.make_rl_base(arl.build_tokenizer(arl.make_tasks('all')))"
 
 # REPRODUCTION.md: the chapter's tables beside ours, written from the executed notebooks.
 report: $(NB_TARGETS)
