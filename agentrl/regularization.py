@@ -1,5 +1,6 @@
 """KL estimators and the regularisers of chapter 10: KL to a reference policy, entropy bonus."""
 import copy
+import dataclasses
 
 import torch
 
@@ -79,8 +80,18 @@ def sequence_kl(batch, ref_model, temperature=1.0):
     return ((batch['sample_logp'] - ref_logp) * mask).sum(-1)
 
 
-def train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_reward=False, ref_model=None):
-    """arl.train_rl with an entropy bonus and KL in the loss or (kl_in_reward) in the reward -> history."""
+def adapt_kl_coef(kl_coef, kl, kl_target):
+    """Ziegler et al.'s proportional controller: beta * (1 + clip(KL / target - 1, -0.2, 0.2) / 10)."""
+    return kl_coef * (1 + min(max(kl / kl_target - 1, -0.2), 0.2) / 10)
+
+
+def train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_reward=False, ref_model=None,
+                      kl_target=None, probe=None):
+    """arl.train_rl with an entropy bonus, KL in the loss or (kl_in_reward) in the reward, optionally an adaptive KL
+    coefficient steered towards kl_target, and an optional probe(model, batch, advantages) -> after(model) -> dict."""
+    if kl_target is not None and (kl_target <= 0 or not cfg.kl_coef or kl_in_reward):
+        raise ValueError(f'kl_target={kl_target} needs kl_target > 0, a KL in the loss and a starting kl_coef > 0 '
+                         f'(got kl_coef={cfg.kl_coef}, kl_in_reward={kl_in_reward})')
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
     env_factory = lambda: arl.make_env(cfg)  # noqa: E731
@@ -97,7 +108,13 @@ def train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_rew
             seq_kl = arl.sequence_kl(batch, ref_model, cfg.temperature)
             batch['rewards'], record['kl_seq'] = batch['rewards'] - cfg.kl_coef * seq_kl, seq_kl.mean().item()
         advantages = arl.compute_advantages(batch, cfg)
+        after = probe(model, batch, advantages) if probe else None  # measurements that must not touch the RNG
         record.update(arl.regularized_update(model, optimizer, batch, advantages, cfg,
                                              None if kl_in_reward else ref_model, gen, entropy_coef))
+        if after:
+            record.update(after(model))
+        if kl_target is not None:  # adaptive beta for the next step
+            record['kl_coef'] = cfg.kl_coef
+            cfg = dataclasses.replace(cfg, kl_coef=arl.adapt_kl_coef(cfg.kl_coef, record['kl_ref'], kl_target))
         history.append(record)
     return history
