@@ -118,3 +118,36 @@ def train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_rew
             cfg = dataclasses.replace(cfg, kl_coef=arl.adapt_kl_coef(cfg.kl_coef, record['kl_ref'], kl_target))
         history.append(record)
     return history
+
+
+def centered_cross_product(logp, advantages, mask):
+    """Cui et al.'s per-token Cov(y_i) = (logp_i - mean logp) * (A_i - mean A), means over the batch's policy tokens:
+    logp, mask [B, T], advantages [B] -> [B, T] (0 off the mask)."""
+    arl.check_same_shape('logp', logp, 'mask', mask)
+    adv = advantages[:, None].expand_as(logp)  # [B, T]: each token carries its episode's advantage
+    centred = (logp - arl.masked_mean(logp, mask)) * (adv - arl.masked_mean(adv, mask))
+    return torch.where(mask > 0, centred, torch.zeros_like(centred))
+
+
+def clip_cov_selection(cov, mask, fraction, bounds, generator):
+    """Clip-Cov's detached tokens, bool [B, T]: int(fraction * N) of the N policy tokens, drawn uniformly (with
+    generator) among those with bounds[0] <= cov <= bounds[1]. fraction is a fraction (2e-4 = 0.02%), not a percent."""
+    low, high = bounds
+    flat_mask = (mask > 0).flatten()
+    eligible = (flat_mask & (cov.flatten() >= low) & (cov.flatten() <= high)).nonzero().squeeze(-1)
+    count = min(int(fraction * int(flat_mask.sum())), len(eligible))
+    chosen = eligible[torch.randperm(len(eligible), generator=generator)[:count]]
+    selected = torch.zeros_like(flat_mask)
+    selected[chosen] = True
+    return selected.view_as(mask)
+
+
+def kl_cov_selection(cov, mask, fraction):
+    """KL-Cov's penalised tokens, bool [B, T]: the int(fraction * N) policy tokens of largest cov, N = number of policy
+    tokens. fraction is a fraction (2e-3 = 0.2%), not a percent."""
+    flat_mask = (mask > 0).flatten()
+    count = int(fraction * int(flat_mask.sum()))
+    scores = torch.where(flat_mask, cov.flatten(), torch.full_like(cov.flatten(), -float('inf')))
+    selected = torch.zeros_like(flat_mask)
+    selected[torch.topk(scores, count).indices] = True
+    return selected.view_as(mask)
