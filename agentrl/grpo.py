@@ -14,7 +14,7 @@ from agentrl.rollout import behavior_stats, collate, sample_groups, sample_step
 class RLConfig:
     """GRPO settings (the book's defaults); bad values raise ValueError naming the field and its allowed range."""
     seed: int = 0  # seeds torch's global RNG and the training generator (task draws, sampling, minibatches)
-    lr: float = 2e-3  # Adam learning rate, > 0
+    lr: float = 5e-4  # Adam learning rate, > 0
     epochs: int = 1  # passes over each step's batch, >= 1
     minibatches: int = 2  # minibatches per pass (one optimizer step each), >= 1
     temperature: float = 1.0  # sampling temperature; training log-probs use logits / temperature too; > 0

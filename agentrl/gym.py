@@ -4,7 +4,7 @@ A task is the source of a real Python function with anonymised names (``def f03 
 which one token was changed. An episode is a short dialogue of tool calls written word by word by
 the agent, each ending with ``;``:
 
-    read L2 L5 ;      show lines 2..5 of the file
+    read L2 L5 ;      show lines 2..5 of the file, each line after its label
     edit L4 < > ;     replace the first '<' on line 4 by '>' (one edit per episode)
     submit ;          run the hidden tests on the edited function; the episode ends
 
@@ -646,7 +646,7 @@ class Env:
             return _obs('no', 'match', 'on', args[0])
         words[words.index(old)] = new
         self.lines[number - 1] = line[:len(line) - len(line.lstrip())] + ' '.join(words)
-        return _obs('ok', args[0], *words)
+        return _obs('ok', args[0])
 
 
 def make_env(cfg=None):

@@ -44,10 +44,13 @@ class SelfAttention(nn.Module):
         B, T, C3 = x.shape
         return [t.reshape(B, T, self.n_head, C3 // (3 * self.n_head)).transpose(1, 2) for t in x.chunk(3, dim=-1)]
 
-    def forward(self, x):
-        """x [B, T, C] -> [B, T, C], each position attending to itself and earlier ones."""
+    def forward(self, x, cache=None):
+        """x [B, T, C] -> [B, T, C], each position attending to itself and earlier ones; keys/values go to cache if given."""
         B, T, C = x.shape
         q, k, v = self.split_heads(self.qkv(x))  # [B, H, T, D] each
+        if cache is not None:
+            cache[0][:, :, :T] = k
+            cache[1][:, :, :T] = v
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, D]
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
 
@@ -58,7 +61,8 @@ class SelfAttention(nn.Module):
         keys, values = cache
         keys[:, :, t:t + 1] = k
         values[:, :, t:t + 1] = v
-        y = F.scaled_dot_product_attention(q, keys[:, :, :t + 1], values[:, :, :t + 1])  # [B, H, 1, D]
+        scores = q @ keys[:, :, :t + 1].transpose(-1, -2) / math.sqrt(q.shape[-1])  # [B, H, 1, t+1]
+        y = scores.softmax(dim=-1) @ values[:, :, :t + 1]  # [B, H, 1, D]
         return self.proj(y.transpose(1, 2).reshape(B, 1, C))
 
 
@@ -73,9 +77,9 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.width, cfg.mlp_ratio * cfg.width), nn.GELU(),
                                  nn.Linear(cfg.mlp_ratio * cfg.width, cfg.width))
 
-    def forward(self, x):
-        """[B, T, C] -> [B, T, C]."""
-        x = x + self.attn(self.norm1(x))
+    def forward(self, x, cache=None):
+        """[B, T, C] -> [B, T, C] (filling this block's cache with positions 0..T-1 if given)."""
+        x = x + self.attn(self.norm1(x), cache)
         return x + self.mlp(self.norm2(x))
 
     def decode(self, x, cache, t):
@@ -116,6 +120,14 @@ class TinyAgent(nn.Module):
         for block in self.blocks:
             x = block(x)  # [B, T, C]
         return self.head(self.norm(x))  # [B, T, V]
+
+    def prefill(self, ids, cache):
+        """ids [B, P] = every sequence's first P tokens -> logits [B, V] for position P; fills cache positions 0..P-1."""
+        B, P = ids.shape
+        x = self.tok_emb(ids) + self.pos_emb.weight[:P]  # [B, P, C]
+        for block, block_cache in zip(self.blocks, cache):
+            x = block(x, block_cache)  # [B, P, C]
+        return self.head(self.norm(x[:, -1]))  # [B, V]
 
     def new_cache(self, batch_size):
         """Empty key/value caches for decode_step: one (keys, values) pair [B, H, context, D] per block."""

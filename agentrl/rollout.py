@@ -30,39 +30,43 @@ class Trajectory:
         return sum(self.policy)
 
 
+def _compact(cache_part, keep, t):
+    """Rows `keep` of a cache part [B, H, context, D], positions 0..t copied, the rest zero."""
+    kept = cache_part.new_zeros((len(keep),) + cache_part.shape[1:])
+    kept[:, :, :t + 1] = cache_part[keep, :, :t + 1]
+    return kept
+
+
 @torch.no_grad()
 def run_episodes(model, envs, tasks, tok, temperature, generator, groups=None):
     """Play one episode per (env, task) as one batch; policy tokens ~ softmax(logits / temperature) -> trajectories.
 
-    Each function's offset in its file is drawn uniformly with generator, then the tokens as described above.
+    Each function's offset in its file is drawn uniformly with generator; then the prompts' common
+    first tokens are read in one pass, and every episode advances one token per model call.
     """
     B, context = len(envs), model.cfg.context
     uniforms = torch.rand(B, generator=generator).tolist()  # where each task's function starts in its file
-    queues = [collections.deque(tok.encode(env.reset(task, draw_offset(task, u))))
-              for env, task, u in zip(envs, tasks, uniforms)]
-    seqs = [[queue.popleft()] for queue in queues]
-    policy = [[False] for _ in range(B)]
-    logps = [[0.0] for _ in range(B)]
+    prompts = [tok.encode(env.reset(task, draw_offset(task, u))) for env, task, u in zip(envs, tasks, uniforms)]
+    shared = min(len(p) for p in prompts)  # prompt tokens every episode has: read them in one pass
+    seqs = [p[:shared] for p in prompts]
+    queues = [collections.deque(p[shared:]) for p in prompts]
+    policy = [[False] * shared for _ in range(B)]
+    logps = [[0.0] * shared for _ in range(B)]
     calls = [[] for _ in range(B)]  # words of the call each episode is writing
-    running = list(range(B))  # episodes that still take tokens
+    rows = list(range(B))  # the episode in each row of the cache and the logits
+    active = set(rows)  # episodes that still take tokens (finished ones in `rows` are fed padding)
     cache = model.new_cache(B)
-    for t in range(context):
-        if not running:
-            break
-        current = torch.tensor([seq[t] if len(seq) > t else tok.pad_id for seq in seqs])  # [B]
-        logits = model.decode_step(current, cache, t)  # [B, V]: scores for position t + 1
-        samplers = [b for b in running if not queues[b]]
+    logits = model.prefill(torch.tensor(seqs), cache)  # [B, V]: scores for position `shared`
+    t = shared - 1  # the newest position every row has read
+    while True:
+        samplers = [i for i, b in enumerate(rows) if b in active and not queues[b]]
         if samplers:
             logp = torch.log_softmax(logits[samplers] / temperature, dim=-1)  # [S, V]
             picks = torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]  # [S]
             picked_logp = logp.gather(1, picks[:, None])[:, 0].tolist()
-            sampled = dict(zip(samplers, zip(picks.tolist(), picked_logp)))
-        still_running = []
-        for b in running:
+            sampled = {rows[i]: pick for i, pick in zip(samplers, zip(picks.tolist(), picked_logp))}
+        for b in [b for b in rows if b in active]:
             env = envs[b]
-            if t + 1 >= context:  # no room for another token: cut the episode cleanly
-                env.info['truncated'] = True
-                continue
             if queues[b]:
                 seqs[b].append(queues[b].popleft())
                 policy[b].append(False)
@@ -77,9 +81,20 @@ def run_episodes(model, envs, tasks, tok, temperature, generator, groups=None):
                     observation, _ = env.step(calls[b])
                     calls[b] = []
                     queues[b].extend(tok.encode(observation))
-            if queues[b] or not env.done:
-                still_running.append(b)
-        running = still_running
+            if not queues[b] and env.done:
+                active.discard(b)
+            elif t + 2 >= context:  # no room for another token: cut the episode cleanly
+                env.info['truncated'] = True
+                active.discard(b)
+        t += 1
+        if not active:
+            break
+        if len(active) <= 0.75 * len(rows):  # drop finished episodes from the batch
+            keep = torch.tensor([i for i, b in enumerate(rows) if b in active])
+            cache = [tuple(_compact(part, keep, t) for part in block_cache) for block_cache in cache]
+            rows = [b for b in rows if b in active]
+        current = torch.tensor([seqs[b][t] if b in active else tok.pad_id for b in rows])  # [R]
+        logits = model.decode_step(current, cache, t)  # [R, V]: scores for position t + 1
     groups = groups if groups is not None else [0] * B
     return [Trajectory(task.task_id, group, seq, pol, lp, env.reward, dict(env.info, actions=list(env.info['actions'])))
             for env, task, group, seq, pol, lp in zip(envs, tasks, groups, seqs, policy, logps)]

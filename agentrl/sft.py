@@ -9,6 +9,7 @@ weights on disk, keyed by everything that determines them.
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import random
 import tempfile
@@ -18,7 +19,7 @@ from pathlib import Path
 import torch
 
 import agentrl as arl
-from agentrl.gym import END, Env, draw_offset, make_tasks
+from agentrl.gym import END, MAX_LINES, Env, draw_offset, make_tasks
 from agentrl.model import ModelConfig, TinyAgent
 from agentrl.progress import progress
 
@@ -27,30 +28,37 @@ CODE_VERSION = 1  # bump when a change of code changes the RL base's weights (in
 
 @dataclasses.dataclass(frozen=True)
 class Habits:
-    """The scripted agent's habits (probabilities)."""
-    read: float = 0.2  # reads before editing
-    full_read: float = 0.5  # a read covers the whole function (else a random window of it)
+    """A scripted agent's habits (probabilities)."""
+    read: float = 0.28  # reads before editing
+    full_read: float = 0.5  # a read covers the whole function (else a peek at its first two or three lines)
     slip: float = 0.06  # before each call, first makes a malformed or out-of-range call
+
+
+CAREFUL = Habits(read=1.0, full_read=1.0, slip=0.0)  # always reads the whole function, never slips
 
 
 @dataclasses.dataclass(frozen=True)
 class SFTConfig:
-    """Supervised fine-tuning settings: demonstrations, optimiser, seed."""
-    episodes: int = 6000  # scripted episodes, cycling over the training tasks
-    steps: int = 600  # optimizer steps
-    batch_size: int = 64  # episodes per step
-    lr: float = 3e-3  # AdamW learning rate (cosine decay to 10%)
+    """Supervised fine-tuning in two phases: skills from a careful agent, then the scripted agent's habits."""
+    careful_steps: int = 600  # phase 1: AdamW steps on the careful agent's episodes (reading and fixing)
+    habit_steps: int = 150  # phase 2: AdamW steps on the scripted agent's episodes (its habits)
+    batch_size: int = 32  # fresh episodes per step
+    careful_lr: float = 3e-3  # phase 1 peak learning rate (cosine decay to 10%)
+    habit_lr: float = 1e-3  # phase 2 peak learning rate (cosine decay to 10%)
     weight_decay: float = 0.01
     seed: int = 0
-    habits: Habits = Habits()
+    habits: Habits = Habits()  # the scripted agent of phase 2
 
 
 def _slip(task, offset, rng):
     """A bad call the scripted agent sometimes makes: past the end, missing argument, no such line, unknown tool."""
     end = offset + len(task.lines)
     line, wrong, right = task.sites[rng.randrange(len(task.sites))]
-    return rng.choice([f'read L{offset + 1} L{end + 1}', f'read L{rng.randint(1, end)}', f'edit L{end + 1} {wrong} {right}',
-                       f'edit L{offset + line} {wrong}', f'submit L{end}', f'L{offset + line} edit {wrong} {right}'])
+    slips = [f'read L{rng.randint(1, end)}', f'edit L{offset + line} {wrong}', f'submit L{end}',
+             f'L{offset + line} edit {wrong} {right}']
+    if end < MAX_LINES:
+        slips += [f'read L{offset + 1} L{end + 1}', f'edit L{end + 1} {wrong} {right}']
+    return rng.choice(slips)
 
 
 def demonstration_calls(task, offset, rng, habits):
@@ -68,9 +76,8 @@ def demonstration_calls(task, offset, rng, habits):
     if rng.random() < habits.read:
         if rng.random() < habits.full_read:
             first, last = first_line, end
-        else:
-            first = rng.randint(first_line, first_line + 2)
-            last = rng.randint(first + 1, end)
+        else:  # a peek at the function's first lines
+            first, last = first_line, first_line + rng.randint(1, 2)
         call(f'read L{first} L{last}')
         if first <= offset + task.bug_line <= last:
             knows_fix = True
@@ -103,15 +110,13 @@ def demonstration(task, rng, habits, tok, max_turns=6):
     return ids, mask
 
 
-def make_demonstrations(tasks, tok, cfg):
-    """cfg.episodes scripted episodes cycling over tasks -> list of (ids, mask)."""
-    rng = random.Random(cfg.seed)
-    return [demonstration(tasks[i % len(tasks)], rng, cfg.habits, tok) for i in range(cfg.episodes)]
+def make_demonstrations(tasks, tok, habits, episodes, rng):
+    """`episodes` scripted episodes with these habits, cycling over tasks -> list of (ids, mask)."""
+    return [demonstration(tasks[i % len(tasks)], rng, habits, tok) for i in range(episodes)]
 
 
-def sft_train(model, demos, pad_id, cfg):
-    """Behaviour cloning: cross-entropy on the demonstrations' policy tokens, cfg.steps AdamW steps -> losses."""
-    generator = torch.Generator().manual_seed(cfg.seed)
+def sft_train(model, demos, pad_id, steps, batch_size, lr, weight_decay, generator, desc='SFT'):
+    """Behaviour cloning: cross-entropy on the demonstrations' policy tokens, `steps` AdamW steps -> losses."""
     T = max(len(ids) for ids, _ in demos)
     ids = torch.full((len(demos), T), pad_id, dtype=torch.long)
     mask = torch.zeros(len(demos), T - 1)
@@ -119,14 +124,13 @@ def sft_train(model, demos, pad_id, cfg):
         ids[b, :len(seq)] = torch.tensor(seq)
         mask[b, :len(seq) - 1] = torch.tensor(policy[1:], dtype=torch.float)
     lengths = (ids != pad_id).sum(1)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: 0.1 + 0.9 * 0.5 * (1 + torch.cos(torch.tensor(s / cfg.steps * torch.pi)).item()))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.1 + 0.45 * (1 + math.cos(math.pi * s / steps)))
     order, losses = torch.empty(0, dtype=torch.long), []
-    for _ in progress(range(cfg.steps), desc='SFT'):
-        if len(order) < cfg.batch_size:
+    for _ in progress(range(steps), desc=desc):
+        if len(order) < batch_size:
             order = torch.cat([order, torch.randperm(len(demos), generator=generator)])
-        rows, order = order[:cfg.batch_size], order[cfg.batch_size:]
+        rows, order = order[:batch_size], order[batch_size:]
         width = int(lengths[rows].max())
         batch, batch_mask = ids[rows, :width], mask[rows, :width - 1]
         logits = model(batch)[:, :-1]  # [b, width-1, V]
@@ -153,12 +157,21 @@ class _OneThread:
 
 
 def build_rl_base(tok, tasks, model_cfg, sft_cfg):
-    """Seeded SFT of a fresh TinyAgent on scripted demonstrations (no cache) -> model."""
+    """Seeded two-phase SFT of a fresh TinyAgent on scripted episodes (no cache) -> model.
+
+    Phase 1 imitates a careful agent (reads the whole function, fixes what it sees); phase 2 imitates
+    the scripted agent of sft_cfg.habits, which sets the RL base's habits (reads rarely, guesses).
+    """
     with _OneThread():
         torch.manual_seed(sft_cfg.seed)
+        generator = torch.Generator().manual_seed(sft_cfg.seed)
+        rng = random.Random(sft_cfg.seed)
         model = TinyAgent(model_cfg)
-        demos = make_demonstrations(tasks, tok, sft_cfg)
-        sft_train(model, demos, tok.pad_id, sft_cfg)
+        for habits, steps, lr, desc in [(CAREFUL, sft_cfg.careful_steps, sft_cfg.careful_lr, 'SFT careful'),
+                                        (sft_cfg.habits, sft_cfg.habit_steps, sft_cfg.habit_lr, 'SFT habits')]:
+            if steps:
+                demos = make_demonstrations(tasks, tok, habits, steps * sft_cfg.batch_size, rng)
+                sft_train(model, demos, tok.pad_id, steps, sft_cfg.batch_size, lr, sft_cfg.weight_decay, generator, desc)
     return model.eval()
 
 

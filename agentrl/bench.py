@@ -1,0 +1,75 @@
+"""`python -m agentrl.bench`: speed of the substrate on this machine, torch on one thread (medians of repetitions).
+
+Prints seconds per default GRPO step (64 episodes sampled + the update), sampled episodes per second,
+seconds to build the RL base from an empty cache, and the process's peak memory.
+"""
+import argparse
+import resource
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+import agentrl as arl
+
+
+def time_grpo_steps(repetitions):
+    """Per default GRPO step from the RL base: (seconds for the whole step, seconds for its sampling)."""
+    tok = arl.build_tokenizer(arl.make_tasks('all'))
+    train = arl.make_tasks('train')
+    model = arl.make_rl_base(tok)
+    cfg = arl.RLConfig()
+    generator = torch.Generator().manual_seed(cfg.seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    env_factory = lambda: arl.make_env(cfg)  # noqa: E731
+    steps, sampling = [], []
+    for repetition in range(repetitions + 1):  # the first step warms up
+        start = time.perf_counter()
+        kept, sampled = arl.sample_step(model, env_factory, train, tok, cfg, generator)
+        sampled_at = time.perf_counter()
+        arl.behavior_stats(sampled)
+        batch = arl.collate(kept, tok.pad_id)
+        arl.rl_update(model, optimizer, batch, arl.compute_advantages(batch, cfg), cfg, None, generator)
+        if repetition:
+            steps.append(time.perf_counter() - start)
+            sampling.append((sampled_at - start, len(sampled)))
+    return steps, sampling
+
+
+def time_builds(repetitions):
+    """Seconds to build the RL base in an empty temporary cache directory, per repetition."""
+    tok = arl.build_tokenizer(arl.make_tasks('all'))
+    seconds = []
+    for _ in range(repetitions):
+        with tempfile.TemporaryDirectory() as directory:
+            start = time.perf_counter()
+            arl.make_rl_base(tok, directory=directory)
+            seconds.append(time.perf_counter() - start)
+    return seconds
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--steps', type=int, default=9, help='timed GRPO steps (default 9)')
+    parser.add_argument('--builds', type=int, default=5, help='timed RL-base builds (default 5)')
+    args = parser.parse_args(argv)
+    if args.steps < 5 or args.builds < 5:
+        parser.error('medians need at least 5 repetitions of each measurement')
+    torch.set_num_threads(1)
+    steps, sampling = time_grpo_steps(args.steps)
+    builds = time_builds(args.builds)
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports kilobytes
+    print(f'torch {torch.__version__}, {torch.get_num_threads()} thread; medians of {args.steps} steps and {args.builds} builds')
+    print('| measurement | median | target |')
+    print('|---|---|---|')
+    print(f'| seconds per default GRPO step (64 episodes sampled + update) | {statistics.median(steps):.3f} | <= 0.6 |')
+    print(f'| sampled episodes per second | {statistics.median(n / s for s, n in sampling):.0f} | |')
+    print(f'| seconds to build the RL base from an empty cache | {statistics.median(builds):.1f} | <= 60 |')
+    print(f'| peak memory (max RSS, MB) | {peak_mb:.0f} | |')
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

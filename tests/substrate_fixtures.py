@@ -1,0 +1,24 @@
+"""Shared helpers for the substrate tests (imported explicitly; tests/conftest.py belongs to the notebooks)."""
+import functools
+
+import torch
+
+import agentrl as arl
+
+# A quick SFT: enough for a model that behaves like an agent, fast enough for tests (a few seconds).
+QUICK_SFT = arl.SFTConfig(careful_steps=80, habit_steps=20, batch_size=16)
+
+
+@functools.lru_cache(maxsize=None)
+def tokenizer():
+    return arl.build_tokenizer(arl.make_tasks('all'))
+
+
+def quick_base(directory):
+    """A quickly fine-tuned TinyAgent (cached in `directory`)."""
+    torch.set_num_threads(1)
+    return arl.make_rl_base(tokenizer(), sft_cfg=QUICK_SFT, directory=directory)
+
+
+def max_param_difference(model_a, model_b):
+    return max((a - b).abs().max().item() for a, b in zip(model_a.parameters(), model_b.parameters()))
