@@ -1,0 +1,198 @@
+"""GRPO: settings validation, advantages, the clipped surrogate, the update, the loop's random streams."""
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+import agentrl as arl
+from substrate_fixtures import max_param_difference, quick_base, tokenizer
+
+
+@pytest.fixture(scope='module')
+def base(tmp_path_factory):
+    return quick_base(tmp_path_factory.mktemp('cache'))
+
+
+@pytest.mark.parametrize('field, value, allowed', [
+    ('kl_kind', 'k4', 'valid kinds'), ('kl_coef', -0.1, '>= 0'), ('lr', 0.0, '> 0'), ('lr', -1e-3, '> 0'),
+    ('group_size', 1, '>= 2'), ('temperature', 0.0, '> 0'), ('clip_low', 1.0, 'in \\(0, 1\\)'),
+    ('clip_low', 0.0, 'in \\(0, 1\\)'), ('clip_high', -0.2, '> 0'), ('epochs', 0, '>= 1'), ('minibatches', 0, '>= 1'),
+    ('max_grad_norm', 0.0, '> 0'), ('tasks_per_step', 0, '>= 1'), ('max_turns', 0, '>= 1'),
+    ('eval_every', -1, '>= 0'), ('epochs', 1.5, 'an int'), ('lr', float('nan'), 'finite'),
+])
+def test_rlconfig_rejects_bad_values_naming_the_field(field, value, allowed):
+    with pytest.raises(ValueError, match=f'{field}.*{allowed}'):
+        arl.RLConfig(**{field: value})
+
+
+def test_rlconfig_defaults():
+    cfg = arl.RLConfig()
+    assert (cfg.epochs, cfg.minibatches, cfg.temperature, cfg.kl_coef, cfg.kl_kind) == (1, 2, 1.0, 0.0, 'k3')
+    assert cfg.clip_low == cfg.clip_high == 0.2 and cfg.group_size * cfg.tasks_per_step == 64
+    assert arl.RLConfig(kl_kind='k3+').kl_kind == 'k3+'
+
+
+def test_advantages_normalise_each_group_and_zero_variance_gives_zero():
+    cfg = arl.RLConfig(group_size=4)
+    rewards = torch.tensor([1., 0., 0., 0., 1., 1., 1., 1., 0., 1., 0., 1.])
+    advantages = arl.compute_advantages(dict(rewards=rewards), cfg)
+    groups = advantages.view(3, 4)
+    assert groups[1].abs().max() == 0
+    for g in (0, 2):
+        assert groups[g].mean().abs() < 1e-6 and abs(groups[g].std().item() - 1) < 1e-4
+    assert groups[0, 0] > 0 > groups[0, 1]
+    with pytest.raises(ValueError, match='group_size=4'):
+        arl.compute_advantages(dict(rewards=torch.ones(6)), cfg)
+
+
+def test_policy_loss_clips_both_sides_on_hand_made_ratios():
+    cfg = arl.RLConfig(clip_low=0.2, clip_high=0.3)
+    ratios = torch.tensor([[1.5, 1.1, 0.5, 0.9], [1.5, 1.1, 0.5, 0.9]])  # [B=2, T=4]
+    advantages = torch.tensor([1.0, -1.0])  # row 0: A > 0 (clip above 1.3); row 1: A < 0 (clip below 0.8)
+    mask = torch.tensor([[1., 1., 1., 1.], [1., 1., 1., 0.]])
+    old_logp = torch.full((2, 4), -1.0)
+    logp = (old_logp + ratios.log()).requires_grad_()
+    loss, stats = arl.policy_loss(logp, old_logp, advantages, mask, cfg)
+    # clipped tokens: (0, 0) ratio 1.5 > 1.3 with A > 0; (1, 2) ratio 0.5 < 0.8 with A < 0 -> 2 of 7 policy tokens
+    assert stats['clip_frac'] == pytest.approx(2 / 7) and stats['clip_high_frac'] == pytest.approx(1 / 7)
+    assert stats['clip_low_frac'] == pytest.approx(1 / 7)
+    expected = -(1.3 + 1.1 + 0.5 + 0.9 - 1.5 - 1.1 - 0.8) / 7
+    assert loss.item() == pytest.approx(expected, abs=1e-6)
+    loss.backward()
+    assert logp.grad[0, 0] == 0 and logp.grad[1, 2] == 0  # clipped tokens get no gradient
+    assert logp.grad[0, 1] < 0 and logp.grad[1, 1] > 0 and logp.grad[1, 3] == 0  # others do; padding does not
+    assert logp.grad[0, 2] < 0 and logp.grad[1, 0] > 0  # the unclipped sides of the min still count
+
+
+def test_rl_update_logs_entropy_kl_and_refuses_plus_kinds(base):
+    tok = tokenizer()
+    cfg = arl.RLConfig(kl_coef=0.1, kl_kind='k2', minibatches=1)
+    trajs = arl.sample_groups(base, lambda: arl.make_env(cfg), arl.make_tasks('train')[:4], tok, cfg,
+                              torch.Generator().manual_seed(0))
+    batch = arl.collate(trajs, tok.pad_id)
+    batch['rewards'] = torch.arange(len(trajs), dtype=torch.float) % 3  # a spread in every group
+    advantages = arl.compute_advantages(batch, cfg)
+    model = copy.deepcopy(base)
+    stats = arl.rl_update(model, torch.optim.Adam(model.parameters(), lr=1e-3), batch, advantages, cfg,
+                          copy.deepcopy(base), torch.Generator().manual_seed(0))
+    for key in ('entropy', 'clip_frac', 'kl_ref', 'grad_norm', 'pg_loss'):
+        assert key in stats
+    assert stats['kl_ref'] == 0.0  # one minibatch, measured before its step: the model is still the reference
+    stats = arl.rl_update(model, torch.optim.Adam(model.parameters(), lr=1e-3), batch, advantages, cfg, base)
+    assert stats['kl_ref'] > 0  # after one step it is not
+    assert 0 < stats['entropy'] < 6 and max_param_difference(model, base) > 0
+    with pytest.raises(ValueError, match="kl_estimate"):
+        arl.rl_update(model, torch.optim.Adam(model.parameters()), batch, advantages,
+                      dataclasses.replace(cfg, kl_kind='k3+'), base)
+
+
+class NaNModel(torch.nn.Module):
+    """Wraps a model; its logits become NaN (a broken network)."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+        self.cfg = model.cfg
+
+    def forward(self, ids):
+        return self.model(ids) * float('nan')
+
+    def new_cache(self, batch_size):
+        return self.model.new_cache(batch_size)
+
+    def prefill(self, ids, cache):
+        return self.model.prefill(ids, cache)
+
+    def decode_step(self, ids, cache, t):
+        return self.model.decode_step(ids, cache, t)
+
+
+def test_a_nan_loss_stops_training_naming_the_step(base):
+    model = NaNModel(copy.deepcopy(base))
+    cfg = arl.RLConfig(eval_every=0, tasks_per_step=2)
+    with pytest.raises(arl.NonFiniteLossError, match='GRPO step 0'):
+        arl.train_rl(model, arl.make_tasks('train'), tokenizer(), cfg, steps=2)
+    assert max_param_difference(model.model, base) == 0.0  # the model was not updated
+
+
+# The chapter's train_regularized and regularized_update (section 10.6), copied here with their regularisers
+# still in place but switched off: they must consume the random streams exactly as train_rl does.
+def chapter_regularized_update(model, optimizer, batch, advantages, cfg, ref_model=None, generator=None,
+                               entropy_coef=0.0):
+    ids, mask = batch['ids'], batch['action_mask']  # [B, T], [B, T-1]
+    with torch.no_grad():
+        old_logp = arl.selected_log_probs(model(ids)[:, :-1] / cfg.temperature, ids[:, 1:])
+        ref_logp = None if ref_model is None else \
+            arl.selected_log_probs(ref_model(ids)[:, :-1] / cfg.temperature, ids[:, 1:])
+    logs = []
+    for _ in range(cfg.epochs):
+        for rows in torch.randperm(len(ids), generator=generator).chunk(cfg.minibatches):
+            logits = model(ids[rows])[:, :-1] / cfg.temperature  # [b, T-1, V]
+            logp = arl.selected_log_probs(logits, ids[rows, 1:])
+            loss, stats = arl.policy_loss(logp, old_logp[rows], advantages[rows], mask[rows], cfg)
+            entropy = arl.masked_mean(arl.entropy_from_logits(logits), mask[rows])
+            loss = loss - entropy_coef * entropy
+            if ref_logp is not None and cfg.kl_coef:
+                kl = arl.masked_mean(arl.kl_estimate(logp, ref_logp[rows], cfg.kl_kind), mask[rows])
+                loss, stats['kl_ref'] = loss + cfg.kl_coef * kl, kl.item()
+            optimizer.zero_grad()
+            loss.backward()
+            stats['grad_norm'] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+            optimizer.step()
+            stats['entropy'] = entropy.item()
+            logs.append(stats)
+    return {k: sum(s[k] for s in logs) / len(logs) for k in logs[0]}
+
+
+def chapter_train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_reward=False, ref_model=None):
+    torch.manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)
+    env_factory = lambda: arl.make_env(cfg)  # noqa: E731
+    if cfg.kl_coef and ref_model is None:
+        ref_model = copy.deepcopy(model).eval()
+    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    history = []
+    for step in range(steps):
+        kept, sampled = arl.sample_step(model, env_factory, tasks, tok, cfg, gen)
+        record = dict(step=step, **arl.behavior_stats(sampled))
+        batch = arl.collate(kept, tok.pad_id)
+        batch['n_turns'] = torch.tensor([float(t.info['n_turns']) for t in kept])
+        advantages = arl.compute_advantages(batch, cfg)
+        record.update(chapter_regularized_update(model, optimizer, batch, advantages, cfg,
+                                                 None if kl_in_reward else ref_model, gen, entropy_coef))
+        history.append(record)
+    return history
+
+
+@pytest.mark.parametrize('fields', [dict(), dict(kl_coef=0.3, kl_kind='k3')])
+def test_chapter_loop_without_regularisers_equals_train_rl_after_3_steps(base, fields):
+    tok, train = tokenizer(), arl.make_tasks('train')
+    cfg = arl.RLConfig(eval_every=2, eval_group_size=2, **fields)  # train_rl evaluates at step 1; must not matter
+    model_a, model_b = copy.deepcopy(base), copy.deepcopy(base)
+    history_a = arl.train_rl(model_a, train, tok, cfg, steps=3)
+    history_b = chapter_train_regularized(model_b, train, tok, cfg, steps=3)
+    assert max_param_difference(model_a, model_b) == 0.0
+    assert 'heldout_pass1' in history_a[1]
+    assert [{k: v for k, v in h.items() if k != 'heldout_pass1'} for h in history_a] == history_b
+
+
+def test_same_seed_same_history_bit_for_bit(base):
+    tok, train = tokenizer(), arl.make_tasks('train')
+    runs = []
+    for _ in range(2):
+        model = copy.deepcopy(base)
+        runs.append((arl.train_rl(model, train, tok, arl.RLConfig(eval_every=0), steps=3), model))
+    assert runs[0][0] == runs[1][0] and max_param_difference(runs[0][1], runs[1][1]) == 0.0
+    other = arl.train_rl(copy.deepcopy(base), train, tok, arl.RLConfig(eval_every=0, seed=1), steps=3)
+    assert other != runs[0][0]
+
+
+def test_evaluation_touches_neither_the_model_nor_the_global_rng(base):
+    model = copy.deepcopy(base)
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    first = arl.heldout_pass_at_1(model, tokenizer(), arl.RLConfig(), attempts=2)
+    assert torch.equal(torch.get_rng_state(), state)
+    assert max_param_difference(model, base) == 0.0
+    assert arl.heldout_pass_at_1(model, tokenizer(), arl.RLConfig(), attempts=2) == first
