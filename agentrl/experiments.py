@@ -106,7 +106,7 @@ def model_fingerprint(model):
 def provenance(spec):
     """Everything that determines a run's result: the spec, the code, the RL base weights, torch's version."""
     return dict(format=RUN_FORMAT, spec=spec.describe(), code=code_fingerprint(),
-                rl_base=model_fingerprint(substrate()[3]), torch=torch.__version__)
+                rl_base=model_fingerprint(substrate()[3]), torch=str(torch.__version__))
 
 
 def run_path(spec):
