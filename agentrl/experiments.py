@@ -4,6 +4,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import re
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
@@ -31,6 +32,8 @@ class RunSpec:
     seed: int = 0  # RLConfig.seed: the training random streams
     init: 'RunSpec | None' = None  # start from this run's final weights (None: the RL base)
     reference: str = 'start'  # KL reference: 'start' (a frozen copy of the starting weights) or 'rl_base'
+    kl_target: float = None  # adaptive KL coefficient steered towards this per-token KL (None: fixed kl_coef)
+    probes: tuple = ()  # measurements during training: 'heldout:N' (held-out eval every N steps), 'covariance'
 
     def __post_init__(self):
         if self.reference not in ('start', 'rl_base'):
@@ -38,6 +41,9 @@ class RunSpec:
         if self.steps < 1:
             raise ValueError(f'RunSpec.steps must be at least 1, got {self.steps}')
         arl.RLConfig(seed=self.seed, **dict(self.fields))  # validates the fields now, not in a worker
+        for probe in self.probes:
+            if probe != 'covariance' and not re.fullmatch(r'heldout:[1-9]\d*', probe):
+                raise ValueError(f"RunSpec.probes: unknown probe {probe!r}; allowed: 'heldout:N' (N >= 1), 'covariance'")
 
     def config(self):
         """The run's RLConfig."""
@@ -51,9 +57,10 @@ class RunSpec:
         return out
 
 
-def arm(name, fields=None, entropy_coef=0.0, kl_in_reward=False, steps=40, seed=0):
+def arm(name, fields=None, entropy_coef=0.0, kl_in_reward=False, steps=40, seed=0, kl_target=None, probes=()):
     """A RunSpec from the chapter's ARMS notation: RLConfig fields as a dict, train_regularized options as keywords."""
-    return RunSpec(name, tuple(sorted((fields or {}).items())), entropy_coef, kl_in_reward, steps, seed)
+    return RunSpec(name, tuple(sorted((fields or {}).items())), entropy_coef, kl_in_reward, steps, seed,
+                   kl_target=kl_target, probes=tuple(probes))
 
 
 def chapter_arms(steps=40, seed=0):
@@ -139,10 +146,39 @@ def train_and_evaluate(spec):
     if spec.init is not None:
         model.load_state_dict(ensure_run(spec.init)['state_dict'])
     reference = copy.deepcopy(rl_base).eval() if spec.reference == 'rl_base' else None
+    probe = make_probe(spec.probes, rl_base, heldout_tasks, tok, spec.config().temperature) if spec.probes else None
     history = arl.train_regularized(model, train_tasks, tok, spec.config(), spec.steps, entropy_coef=spec.entropy_coef,
-                                    kl_in_reward=spec.kl_in_reward, ref_model=reference)
+                                    kl_in_reward=spec.kl_in_reward, ref_model=reference, kl_target=spec.kl_target,
+                                    probe=probe)
     metrics = arl.diversity(model, rl_base, heldout_tasks, tok)
     return dict(history=history, metrics=metrics, vocab_size=len(tok), state_dict=model.state_dict())
+
+
+def make_probe(names, rl_base, heldout_tasks, tok, temperature):
+    """A train_regularized probe for the named measurements; none of them draws from the training random streams."""
+    every = [int(n.split(':')[1]) for n in names if n.startswith('heldout:')]
+    counter = iter(range(10 ** 9))
+
+    def probe(model, batch, advantages):
+        step, out = next(counter), {}
+        if every and step % every[0] == 0:  # the policy as it is at the start of this step
+            metrics = arl.diversity(model, rl_base, heldout_tasks, tok)
+            out.update(heldout_pass1=metrics['pass1'], heldout_pass8=metrics['pass8'])
+        if 'covariance' not in names:
+            return lambda model: out
+        ids, mask = batch['ids'], batch['action_mask']
+        with torch.no_grad():
+            logits = model(ids)[:, :-1] / temperature  # [B, T-1, V]
+            logp = arl.selected_log_probs(logits, ids[:, 1:])
+            before = arl.entropy_bonus(logits, mask).item()
+            cov = arl.masked_mean(arl.centered_cross_product(logp, advantages, mask), mask).item()
+
+        def after(model):
+            with torch.no_grad():
+                change = arl.entropy_bonus(model(ids)[:, :-1] / temperature, mask).item() - before
+            return dict(out, covariance=cov, entropy_change=change, entropy_before=before)
+        return after
+    return probe
 
 
 def ensure_run(spec):

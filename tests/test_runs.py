@@ -82,3 +82,23 @@ def test_bad_specs_are_rejected_with_the_field_named():
         experiments.arm('x', dict(kl_kind='k9'))
     with pytest.raises(ValueError, match='unique'):
         experiments.run_all([tiny('same'), tiny('same')])
+
+
+def test_probes_and_their_evaluations_do_not_touch_the_training_streams():
+    plain = experiments.train_and_evaluate(tiny())
+    probed = experiments.train_and_evaluate(experiments.arm('tiny', steps=2, probes=('heldout:1', 'covariance')))
+    for key, tensor in plain['state_dict'].items():
+        assert torch.equal(tensor, probed['state_dict'][key]), key
+    assert all({'heldout_pass1', 'covariance', 'entropy_change'} <= set(h) for h in probed['history'])
+    with pytest.raises(ValueError, match='probes'):
+        experiments.arm('x', probes=('heldout:0',))
+
+
+def test_the_adaptive_controller_follows_its_formula():
+    run = experiments.train_and_evaluate(experiments.arm('adaptive', dict(kl_coef=0.3, kl_kind='k3+'), steps=3,
+                                                         kl_target=0.01))
+    betas = [h['kl_coef'] for h in run['history']]
+    assert betas[0] == 0.3
+    for h, beta_next in zip(run['history'], betas[1:]):
+        error = min(max(h['kl_ref'] / 0.01 - 1, -0.2), 0.2)
+        assert beta_next == pytest.approx(h['kl_coef'] * (1 + error / 10), rel=1e-12)
