@@ -50,8 +50,9 @@ class RunSpec:
         return arl.RLConfig(seed=self.seed, **dict(self.fields))
 
     def describe(self):
-        """A JSON-able description of everything in the spec, the init run's spec included."""
+        """A JSON-able description of everything that determines the run (not its label), the init run's included."""
         out = dataclasses.asdict(self)
+        del out['name']
         out['init'] = None if self.init is None else self.init.describe()
         out['fields'] = [list(pair) for pair in self.fields]
         return out
@@ -117,10 +118,9 @@ def provenance(spec):
 
 
 def run_path(spec):
-    """The file a run is saved in; its name carries a hash of the run's provenance."""
-    key = hashlib.sha256(json.dumps(provenance(spec), sort_keys=True).encode()).hexdigest()[:16]
-    slug = ''.join(c if c.isalnum() else '_' for c in spec.name).strip('_')
-    return runs_dir() / f'{slug}-s{spec.seed}-{spec.steps}steps-{key}.pt'
+    """The file a run is saved in, named by a hash of its provenance (runs that differ only in label share it)."""
+    key = hashlib.sha256(json.dumps(provenance(spec), sort_keys=True).encode()).hexdigest()[:20]
+    return runs_dir() / f'run-{key}.pt'
 
 
 def load_run(spec):
