@@ -1,36 +1,20 @@
 """Shared fixtures: the chapter text, and notebooks executed once per test session into a temporary folder."""
 import os
-import re
 from pathlib import Path
 
 import pytest
 
+from agentrl.report import CHAPTER, chapter_blocks, collapse
+
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOKS = REPO / 'notebooks'
-CHAPTER = REPO.parent / 'shared' / 'reference' / 'chapter10-kl-entropy-regularization.md'
-
-
-def collapse(line):
-    """A printed line with runs of white space folded to one space, as the captured chapter has them."""
-    return ' '.join(line.split())
 
 
 def chapter_outputs():
     """{section number like '10.3': [output lines]} from the chapter's 'Output:' blocks, white space collapsed."""
     if not CHAPTER.is_file():
         pytest.fail(f'the chapter text is missing: expected it at {CHAPTER}')
-    text = CHAPTER.read_text(encoding='utf-8')
-    outputs, section = {}, None
-    for block in re.split(r'^(## 10\.\d+ .*)$', text, flags=re.M):
-        heading = re.match(r'## (10\.\d+) ', block)
-        if heading:
-            section = heading.group(1)
-            continue
-        if section is None:
-            continue
-        for body in re.findall(r'Output:\s*```text\n(.*?)```', block, flags=re.S):
-            outputs.setdefault(section, []).extend(collapse(line) for line in body.splitlines() if line.strip())
-    return outputs
+    return {section: [line for block in blocks for line in block] for section, blocks in chapter_blocks().items()}
 
 
 def stream_lines(nb):
