@@ -21,7 +21,6 @@ so a reader can spot the bug and its fix; an agent that does not read can only g
 family's operators was broken (about one chance in five).
 """
 import dataclasses
-import keyword
 import random
 import sys
 import time
@@ -35,7 +34,11 @@ LINE_LABELS = tuple(f'L{i}' for i in range(1, MAX_LINES + 1))
 SPECIAL_WORDS = ('<pad>', '<task>', '</task>', '<obs>', '</obs>')
 MESSAGE_WORDS = ('ok', 'no', 'match', 'on', 'error', 'unknown', 'tool', 'bad', 'arguments', 'line', 'past', 'the',
                  'end', 'already', 'edited', 'call', 'too', 'long', 'turn', 'limit', 'lines')
-PYTHON_WORDS = tuple(keyword.kwlist) + tuple('0123456789') + (
+PYTHON_KEYWORDS = ('False', 'None', 'True', 'and', 'as', 'assert', 'async', 'await', 'break', 'class', 'continue',
+                   'def', 'del', 'elif', 'else', 'except', 'finally', 'for', 'from', 'global', 'if', 'import', 'in',
+                   'is', 'lambda', 'nonlocal', 'not', 'or', 'pass', 'raise', 'return', 'try', 'while', 'with',
+                   'yield')  # keyword.kwlist of Python 3.11, written out so the vocabulary is the same on every Python
+PYTHON_WORDS = PYTHON_KEYWORDS + tuple('0123456789') + (
     '+', '-', '*', '/', '//', '%', '**', '==', '!=', '<', '<=', '>', '>=', '=', '(', ')', '[', ']', ',', ':', '.')
 SAFE_BUILTINS = {'len': len, 'range': range, 'min': min, 'max': max, 'abs': abs, 'sum': sum, 'sorted': sorted}
 LINE_BUDGET = 20_000  # executed lines allowed per hidden test call (a deterministic time limit)
@@ -65,7 +68,7 @@ class Task:
     wrong: str
     right: str
     tests: tuple  # ((args, expected), ...) hidden tests, from the correct source
-    sites: tuple  # (line, wrong, right) of every operator of the family the bug could have hit
+    sites: tuple  # (line, wrong, right) of the family's bugs in the training split: a blind agent's guesses
 
     @property
     def source(self):
@@ -497,22 +500,18 @@ def _split(tasks):
 
 
 def _all_tasks():
+    """Build every task once: {'all', 'train', 'heldout'} -> tuples of tasks."""
     if not _TASKS:
         tasks = [task for family in _make_families() for task in _family_tasks(family)]
         train, heldout = _split(tasks)
-        train_ids = {t.task_id for t in train}
-        # the sites a blind agent may guess: the family's bugs that the training split shows
-        train = [dataclasses.replace(t, sites=tuple(s for s, u in zip(t.sites, _family_of(tasks, t)) if u.task_id in train_ids))
-                 for t in train]
-        heldout = [dataclasses.replace(t, sites=tuple(s for s, u in zip(t.sites, _family_of(tasks, t)) if u.task_id in train_ids))
-                   for t in heldout]
+        # what a blind agent may guess: the family's bugs that the training split shows
+        shown = {}
+        for task in train:
+            shown.setdefault(task.family, []).append((task.bug_line, task.wrong, task.right))
+        train, heldout = ([dataclasses.replace(t, sites=tuple(shown[t.family])) for t in split] for split in (train, heldout))
         _TASKS.update(train=tuple(train), heldout=tuple(heldout))
         _TASKS['all'] = tuple(sorted(train + heldout, key=lambda t: t.task_id))
     return _TASKS
-
-
-def _family_of(tasks, task):
-    return [u for u in tasks if u.family == task.family]
 
 
 _TASKS = {}

@@ -1,6 +1,8 @@
 """GRPO: settings validation, advantages, the clipped surrogate, the update, the loop's random streams."""
+import concurrent.futures
 import copy
 import dataclasses
+import multiprocessing
 
 import pytest
 import torch
@@ -10,8 +12,13 @@ from substrate_fixtures import max_param_difference, quick_base, tokenizer
 
 
 @pytest.fixture(scope='module')
-def base(tmp_path_factory):
-    return quick_base(tmp_path_factory.mktemp('cache'))
+def base_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp('grpo_cache')
+
+
+@pytest.fixture(scope='module')
+def base(base_dir):
+    return quick_base(base_dir)
 
 
 @pytest.mark.parametrize('field, value, allowed', [
@@ -196,3 +203,16 @@ def test_evaluation_touches_neither_the_model_nor_the_global_rng(base):
     assert torch.equal(torch.get_rng_state(), state)
     assert max_param_difference(model, base) == 0.0
     assert arl.heldout_pass_at_1(model, tokenizer(), arl.RLConfig(), attempts=2) == first
+
+
+def train_two_steps(directory):
+    """Worker: load the quick base from `directory` and train it for 2 default steps -> history."""
+    model = quick_base(directory)
+    return arl.train_rl(model, arl.make_tasks('train'), tokenizer(), arl.RLConfig(eval_every=0), steps=2)
+
+
+def test_a_run_in_another_process_gives_the_same_numbers(base, base_dir):
+    here = train_two_steps(base_dir)
+    with concurrent.futures.ProcessPoolExecutor(1, mp_context=multiprocessing.get_context('spawn')) as pool:
+        there = pool.submit(train_two_steps, base_dir).result()
+    assert here == there
