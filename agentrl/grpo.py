@@ -31,6 +31,11 @@ class RLConfig:
     eval_every: int = 20  # held-out evaluation after every this many steps, >= 0 (0 = never)
     eval_group_size: int = 16  # attempts per held-out task in that evaluation, >= 1
     eval_seed: int = 0  # seed of the evaluation's own generator (the training streams are not touched)
+    loss_variant: str = 'clip'  # policy loss: 'clip' (PPO), or Cui et al.'s covariance-aware 'clip_cov' / 'kl_cov'
+    cov_fraction: float = 2e-4  # clip_cov/kl_cov: FRACTION (not percent) of a minibatch's policy tokens selected,
+    #   in [0, 1]; the paper uses 2e-4 for Clip-Cov (r) and 2e-3 (7B) or 2e-4 (32B) for KL-Cov (k)
+    cov_bounds: tuple = (1.0, 5.0)  # clip_cov: band [low, high] of the centred cross-product tokens are drawn from
+    kl_cov_coef: float = 1.0  # kl_cov: weight of |logp - old_logp| on the selected tokens, >= 0 (paper: 1)
 
     def __post_init__(self):
         def check(name, ok, allowed):
@@ -63,6 +68,13 @@ class RLConfig:
         check('max_call_words', self.max_call_words >= 2, '>= 2')
         check('eval_every', self.eval_every >= 0, '>= 0')
         check('eval_group_size', self.eval_group_size >= 1, '>= 1')
+        check('loss_variant', self.loss_variant in ('clip', 'clip_cov', 'kl_cov'), "one of 'clip', 'clip_cov', 'kl_cov'")
+        check('cov_fraction', isinstance(self.cov_fraction, (int, float)) and 0 <= self.cov_fraction <= 1,
+              'a fraction in [0, 1] (2e-4 means 0.02%)')
+        check('cov_bounds', isinstance(self.cov_bounds, tuple) and len(self.cov_bounds) == 2
+              and all(isinstance(v, (int, float)) for v in self.cov_bounds) and self.cov_bounds[0] <= self.cov_bounds[1],
+              'a pair (low, high) with low <= high')
+        check('kl_cov_coef', isinstance(self.kl_cov_coef, (int, float)) and self.kl_cov_coef >= 0, '>= 0')
 
 
 class NonFiniteLossError(FloatingPointError):
@@ -97,6 +109,17 @@ def policy_loss(logp, old_logp, advantages, mask, cfg):
     ratio = torch.exp(logp - old_logp)  # [B, T]
     clipped_ratio = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
     surrogate = torch.minimum(ratio * adv, clipped_ratio * adv)  # [B, T]
+    selected = None
+    if cfg.loss_variant != 'clip':  # Cui et al.: act on the tokens of largest centred cross-product
+        cov = arl.centered_cross_product(logp.detach(), advantages, mask)  # [B, T]
+        if cfg.loss_variant == 'clip_cov':  # detach a random share of the tokens inside the band
+            draw = torch.Generator().manual_seed(cfg.seed * 1_000_003 + int((mask > 0).sum()))  # not a training stream
+            selected = arl.clip_cov_selection(cov, mask, cfg.cov_fraction, cfg.cov_bounds, draw)
+            surrogate = torch.where(selected, surrogate.detach(), surrogate)
+        else:  # kl_cov: penalise |log pi - log pi_old| on the top share
+            selected = arl.kl_cov_selection(cov, mask, cfg.cov_fraction)
+            penalty = torch.where(selected, (logp - old_logp).abs(), torch.zeros_like(logp))
+            surrogate = surrogate - cfg.kl_cov_coef * penalty
     loss = -arl.masked_mean(surrogate, mask)
     with torch.no_grad():
         above = (ratio > 1 + cfg.clip_high) & (adv > 0)
@@ -107,6 +130,8 @@ def policy_loss(logp, old_logp, advantages, mask, cfg):
                      clip_low_frac=arl.masked_mean(below.float(), mask).item(),
                      ratio=arl.masked_mean(ratio, mask).item(),
                      approx_kl_old=arl.masked_mean(torch.expm1(old_logp - logp) - (old_logp - logp), mask).item())
+        if selected is not None:
+            stats['cov_selected_frac'] = arl.masked_mean(selected.float(), mask).item()
     return loss, stats
 
 

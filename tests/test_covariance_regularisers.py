@@ -1,5 +1,8 @@
 """Clip-Cov and KL-Cov token selection on hand-made batches: exactly which tokens are detached or penalised."""
+import pytest
 import torch
+
+import agentrl as arl
 
 from agentrl.regularization import centered_cross_product, clip_cov_selection, kl_cov_selection
 
@@ -37,3 +40,43 @@ def test_clip_cov_draws_only_among_tokens_inside_the_bounds():
     assert torch.equal(seen, inside)  # every eligible token gets drawn sometimes
     everything = clip_cov_selection(cov, MASK, 1.0, (1.0, 5.0), torch.Generator().manual_seed(0))
     assert torch.equal(everything, inside)  # asking for more than are eligible takes all eligible ones
+
+
+def hand_made_batch():
+    """logp, old_logp [2, 4], advantages [2], mask [2, 4] with one padding position."""
+    logp = torch.tensor([[-0.1, -2.5, -0.3, 0.0], [-1.0, -0.2, -3.0, -0.5]])
+    old_logp = logp + torch.tensor([[0.05, -0.02, 0.03, 0.0], [-0.04, 0.01, 0.02, -0.03]])
+    return logp, old_logp, torch.tensor([1.0, -1.0]), MASK
+
+
+def test_policy_loss_kl_cov_penalises_exactly_the_top_tokens():
+    logp, old_logp, adv, mask = hand_made_batch()
+    cov = centered_cross_product(logp, adv, mask)
+    top2 = kl_cov_selection(cov, mask, 2 / 7)
+    base_cfg, cfg = arl.RLConfig(), arl.RLConfig(loss_variant='kl_cov', cov_fraction=2 / 7, kl_cov_coef=0.5)
+    grads = {}
+    for name, c in [('clip', base_cfg), ('kl_cov', cfg)]:
+        x = logp.clone().requires_grad_(True)
+        loss, stats = arl.policy_loss(x, old_logp, adv, mask, c)
+        (grads[name],) = torch.autograd.grad(loss, x)
+    extra = grads['kl_cov'] - grads['clip']  # the penalty's gradient: 0.5 * sign(logp - old) / 7 on selected tokens
+    expected = torch.where(top2, 0.5 * torch.sign(logp - old_logp) / 7, torch.zeros_like(logp))
+    assert torch.allclose(extra, expected, atol=1e-7)
+    assert stats['cov_selected_frac'] == pytest.approx(2 / 7)
+
+
+def test_policy_loss_clip_cov_detaches_exactly_the_drawn_tokens():
+    logp, old_logp, adv, mask = hand_made_batch()
+    cfg = arl.RLConfig(loss_variant='clip_cov', cov_fraction=3 / 7 + 1e-9, cov_bounds=(-10.0, 10.0), seed=3)
+    x = logp.clone().requires_grad_(True)
+    rng = torch.get_rng_state()
+    loss, stats = arl.policy_loss(x, old_logp, adv, mask, cfg)
+    assert torch.equal(torch.get_rng_state(), rng)
+    (grad,) = torch.autograd.grad(loss, x)
+    (plain,) = torch.autograd.grad(arl.policy_loss(x, old_logp, adv, mask, arl.RLConfig())[0], x)
+    zeroed = (grad == 0) & (plain != 0)
+    assert int(zeroed.sum()) == 3  # three of the seven policy tokens lose their gradient, the rest keep it exactly
+    assert torch.equal(grad[~zeroed], plain[~zeroed])
+    assert stats['cov_selected_frac'] == pytest.approx(3 / 7)
+    again = torch.autograd.grad(arl.policy_loss(x, old_logp, adv, mask, cfg)[0], x)[0]
+    assert torch.equal(again, grad)  # the draw is reproducible and takes nothing from the training streams
