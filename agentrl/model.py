@@ -113,13 +113,17 @@ class TinyAgent(nn.Module):
 
     def forward(self, ids):
         """ids [B, T] (T <= context) -> logits [B, T, V]; logits[:, t] scores the token at t + 1."""
+        return self.head(self.features(ids))  # [B, T, V]
+
+    def features(self, ids):
+        """ids [B, T] -> the normalised last hidden states [B, T, C] that the head turns into logits."""
         B, T = ids.shape
         if T > self.cfg.context:
             raise ValueError(f'sequence of {T} tokens is longer than the context of {self.cfg.context}')
         x = self.tok_emb(ids) + self.pos_emb(torch.arange(T, device=ids.device))  # [B, T, C]
         for block in self.blocks:
             x = block(x)  # [B, T, C]
-        return self.head(self.norm(x))  # [B, T, V]
+        return self.norm(x)  # [B, T, C]
 
     def prefill(self, ids, cache):
         """ids [B, P] = every sequence's first P tokens -> logits [B, V] for position P; fills cache positions 0..P-1."""

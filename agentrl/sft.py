@@ -23,7 +23,7 @@ from agentrl.gym import END, MAX_LINES, Env, draw_offset, make_tasks
 from agentrl.model import ModelConfig, TinyAgent
 from agentrl.progress import progress
 
-CODE_VERSION = 1  # bump when a change of code changes the RL base's weights (invalidates every cache file)
+CODE_VERSION = 2  # bump when a change of code changes the RL base's weights (invalidates every cache file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,9 +133,9 @@ def sft_train(model, demos, pad_id, steps, batch_size, lr, weight_decay, generat
         rows, order = order[:batch_size], order[batch_size:]
         width = int(lengths[rows].max())
         batch, batch_mask = ids[rows, :width], mask[rows, :width - 1]
-        logits = model(batch)[:, :-1]  # [b, width-1, V]
-        nll = -arl.selected_log_probs(logits, batch[:, 1:])  # [b, width-1]
-        loss = arl.masked_mean(nll, batch_mask)
+        on_policy = batch_mask.bool()  # [b, width-1]: positions whose next token the agent wrote
+        logits = model.head(model.features(batch)[:, :-1][on_policy])  # [n, V], only where the loss is taken
+        loss = -torch.log_softmax(logits, -1).gather(1, batch[:, 1:][on_policy][:, None]).mean()
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -145,12 +145,15 @@ def sft_train(model, demos, pad_id, steps, batch_size, lr, weight_decay, generat
     return losses
 
 
-class _OneThread:
-    """Run torch on one thread inside the block, so the weights do not depend on the machine's core count."""
+BUILD_THREADS = 2  # torch threads while building: a fixed number, so the weights do not depend on the machine
+
+
+class _FixedThreads:
+    """Run torch on BUILD_THREADS threads inside the block (whatever the machine's core count), then restore."""
 
     def __enter__(self):
         self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
+        torch.set_num_threads(BUILD_THREADS)
 
     def __exit__(self, *exc):
         torch.set_num_threads(self.threads)
@@ -162,7 +165,7 @@ def build_rl_base(tok, tasks, model_cfg, sft_cfg):
     Phase 1 imitates a careful agent (reads the whole function, fixes what it sees); phase 2 imitates
     the scripted agent of sft_cfg.habits, which sets the RL base's habits (reads rarely, guesses).
     """
-    with _OneThread():
+    with _FixedThreads():
         torch.manual_seed(sft_cfg.seed)
         generator = torch.Generator().manual_seed(sft_cfg.seed)
         rng = random.Random(sft_cfg.seed)
@@ -182,7 +185,7 @@ def cache_dir():
 
 def cache_key(tok, tasks, model_cfg, sft_cfg):
     """SHA-256 of everything that determines the RL base's weights."""
-    content = dict(code_version=CODE_VERSION, torch=torch.__version__, vocabulary=tok.words,
+    content = dict(code_version=CODE_VERSION, torch=torch.__version__, threads=BUILD_THREADS, vocabulary=tok.words,
                    tasks=[(t.task_id, t.source, t.fix(), repr(t.tests), t.sites) for t in tasks],
                    model=dataclasses.asdict(model_cfg), sft=dataclasses.asdict(sft_cfg))
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=repr).encode()).hexdigest()
