@@ -4,7 +4,8 @@ Each episode has a queue of forced tokens (the prompt, then each observation) th
 model as they are; when its queue is empty the policy samples the next token from
 softmax(logits / temperature) with the caller's torch.Generator. A call ends at ';' (or when it is
 as long as a call may be); the environment answers it, and the answer becomes the next queue.
-Finished episodes feed padding until the longest one ends.
+Finished episodes are fed padding, and dropped from the batch once a quarter of its rows are done.
+An episode that reaches the model's context is cut there (info['truncated'] = True, reward 0).
 """
 import collections
 import dataclasses
@@ -45,6 +46,8 @@ def run_episodes(model, envs, tasks, tok, temperature, generator, groups=None):
     first tokens are read in one pass, and every episode advances one token per model call.
     """
     B, context = len(envs), model.cfg.context
+    if B == 0:
+        return []
     uniforms = torch.rand(B, generator=generator).tolist()  # where each task's function starts in its file
     prompts = [tok.encode(env.reset(task, draw_offset(task, u))) for env, task, u in zip(envs, tasks, uniforms)]
     shared = min(len(p) for p in prompts)  # prompt tokens every episode has: read them in one pass

@@ -29,7 +29,7 @@ CODE_VERSION = 2  # bump when a change of code changes the RL base's weights (in
 @dataclasses.dataclass(frozen=True)
 class Habits:
     """A scripted agent's habits (probabilities)."""
-    read: float = 0.28  # reads before editing
+    read: float = 0.4  # reads before editing
     full_read: float = 0.5  # a read covers the whole function (else a peek at its first two or three lines)
     slip: float = 0.06  # before each call, first makes a malformed or out-of-range call
 
