@@ -41,7 +41,7 @@ PYTHON_KEYWORDS = ('False', 'None', 'True', 'and', 'as', 'assert', 'async', 'awa
 PYTHON_WORDS = PYTHON_KEYWORDS + tuple('0123456789') + (
     '+', '-', '*', '/', '//', '%', '**', '==', '!=', '<', '<=', '>', '>=', '=', '(', ')', '[', ']', ',', ':', '.')
 SAFE_BUILTINS = {'len': len, 'range': range, 'min': min, 'max': max, 'abs': abs, 'sum': sum, 'sorted': sorted}
-LINE_BUDGET = 20_000  # executed lines allowed per hidden test call (a deterministic time limit)
+LINE_BUDGET = 2_000  # executed lines per hidden test call (a deterministic time limit; correct code needs <= 121)
 WALL_BUDGET = 1.0  # seconds per hidden test call, a backstop that deterministic code never reaches
 N_HIDDEN_TESTS = 12
 HELDOUT_SIZE = 10

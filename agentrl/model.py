@@ -134,11 +134,14 @@ class TinyAgent(nn.Module):
         return self.head(self.norm(x[:, -1]))  # [B, V]
 
     def new_cache(self, batch_size):
-        """Empty key/value caches for decode_step: one (keys, values) pair [B, H, context, D] per block."""
+        """Key/value caches for prefill and decode_step: one (keys, values) pair [B, H, context, D] per block.
+
+        Uninitialised: position t is written before anything reads it.
+        """
         cfg = self.cfg
         shape = (batch_size, cfg.n_head, cfg.context, cfg.width // cfg.n_head)
         weight = self.head.weight
-        return [(weight.new_zeros(shape), weight.new_zeros(shape)) for _ in self.blocks]
+        return [(weight.new_empty(shape), weight.new_empty(shape)) for _ in self.blocks]
 
     def decode_step(self, ids, cache, t):
         """ids [B] = every sequence's token at position t (earlier ones cached) -> logits [B, V] for position t + 1."""

@@ -32,13 +32,13 @@ class Trajectory:
 
 
 def _compact(cache_part, keep, t):
-    """Rows `keep` of a cache part [B, H, context, D], positions 0..t copied, the rest zero."""
-    kept = cache_part.new_zeros((len(keep),) + cache_part.shape[1:])
+    """Rows `keep` of a cache part [B, H, context, D], positions 0..t copied (later ones are written before use)."""
+    kept = cache_part.new_empty((len(keep),) + cache_part.shape[1:])
     kept[:, :, :t + 1] = cache_part[keep, :, :t + 1]
     return kept
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def run_episodes(model, envs, tasks, tok, temperature, generator, groups=None):
     """Play one episode per (env, task) as one batch; policy tokens ~ softmax(logits / temperature) -> trajectories.
 
