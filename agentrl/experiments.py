@@ -112,9 +112,9 @@ def model_fingerprint(model):
 
 
 def provenance(spec):
-    """Everything that determines a run's result: the spec, the code, the RL base weights, torch's version."""
-    return dict(format=RUN_FORMAT, spec=spec.describe(), code=code_fingerprint(),
-                rl_base=model_fingerprint(substrate()[3]), torch=str(torch.__version__))
+    """Everything that determines a run's result (the spec, the code, the RL base weights, torch's version), as JSON."""
+    return json.loads(json.dumps(dict(format=RUN_FORMAT, spec=spec.describe(), code=code_fingerprint(),
+                                      rl_base=model_fingerprint(substrate()[3]), torch=str(torch.__version__))))
 
 
 def run_path(spec):
@@ -130,7 +130,7 @@ def load_run(spec):
         return None
     try:
         run = torch.load(path, weights_only=True)
-        if run['provenance'] != json.loads(json.dumps(provenance(spec))):
+        if run['provenance'] != provenance(spec):
             raise ValueError('its provenance does not match')
         return run
     except Exception as err:  # a corrupt file is rebuilt, never trusted
