@@ -123,62 +123,15 @@ def test_a_nan_loss_stops_training_naming_the_step(base):
     assert max_param_difference(model.model, base) == 0.0  # the model was not updated
 
 
-# The chapter's train_regularized and regularized_update (section 10.6), copied here with their regularisers
-# still in place but switched off: they must consume the random streams exactly as train_rl does.
-def chapter_regularized_update(model, optimizer, batch, advantages, cfg, ref_model=None, generator=None,
-                               entropy_coef=0.0):
-    ids, mask = batch['ids'], batch['action_mask']  # [B, T], [B, T-1]
-    with torch.no_grad():
-        old_logp = arl.selected_log_probs(model(ids)[:, :-1] / cfg.temperature, ids[:, 1:])
-        ref_logp = None if ref_model is None else \
-            arl.selected_log_probs(ref_model(ids)[:, :-1] / cfg.temperature, ids[:, 1:])
-    logs = []
-    for _ in range(cfg.epochs):
-        for rows in torch.randperm(len(ids), generator=generator).chunk(cfg.minibatches):
-            logits = model(ids[rows])[:, :-1] / cfg.temperature  # [b, T-1, V]
-            logp = arl.selected_log_probs(logits, ids[rows, 1:])
-            loss, stats = arl.policy_loss(logp, old_logp[rows], advantages[rows], mask[rows], cfg)
-            entropy = arl.masked_mean(arl.entropy_from_logits(logits), mask[rows])
-            loss = loss - entropy_coef * entropy
-            if ref_logp is not None and cfg.kl_coef:
-                kl = arl.masked_mean(arl.kl_estimate(logp, ref_logp[rows], cfg.kl_kind), mask[rows])
-                loss, stats['kl_ref'] = loss + cfg.kl_coef * kl, kl.item()
-            optimizer.zero_grad()
-            loss.backward()
-            stats['grad_norm'] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
-            optimizer.step()
-            stats['entropy'] = entropy.item()
-            logs.append(stats)
-    return {k: sum(s[k] for s in logs) / len(logs) for k in logs[0]}
-
-
-def chapter_train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_reward=False, ref_model=None):
-    torch.manual_seed(cfg.seed)
-    gen = torch.Generator().manual_seed(cfg.seed)
-    env_factory = lambda: arl.make_env(cfg)  # noqa: E731
-    if cfg.kl_coef and ref_model is None:
-        ref_model = copy.deepcopy(model).eval()
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    history = []
-    for step in range(steps):
-        kept, sampled = arl.sample_step(model, env_factory, tasks, tok, cfg, gen)
-        record = dict(step=step, **arl.behavior_stats(sampled))
-        batch = arl.collate(kept, tok.pad_id)
-        batch['n_turns'] = torch.tensor([float(t.info['n_turns']) for t in kept])
-        advantages = arl.compute_advantages(batch, cfg)
-        record.update(chapter_regularized_update(model, optimizer, batch, advantages, cfg,
-                                                 None if kl_in_reward else ref_model, gen, entropy_coef))
-        history.append(record)
-    return history
-
-
+# The chapter's train_regularized (section 10.6, saved in agentrl.regularization) with its regularisers switched off
+# must consume the random streams exactly as train_rl does.
 @pytest.mark.parametrize('fields', [dict(), dict(kl_coef=0.3, kl_kind='k3')])
 def test_chapter_loop_without_regularisers_equals_train_rl_after_3_steps(base, fields):
     tok, train = tokenizer(), arl.make_tasks('train')
     cfg = arl.RLConfig(eval_every=2, eval_group_size=2, **fields)  # train_rl evaluates at step 1; must not matter
     model_a, model_b = copy.deepcopy(base), copy.deepcopy(base)
     history_a = arl.train_rl(model_a, train, tok, cfg, steps=3)
-    history_b = chapter_train_regularized(model_b, train, tok, cfg, steps=3)
+    history_b = arl.train_regularized(model_b, train, tok, cfg, steps=3)
     assert max_param_difference(model_a, model_b) == 0.0
     assert 'heldout_pass1' in history_a[1]
     assert [{k: v for k, v in h.items() if k != 'heldout_pass1'} for h in history_a] == history_b
