@@ -143,8 +143,8 @@ def _more_invalid(runs):
 
 
 def _collapsed_misses_tasks(runs):
-    p8 = metric(runs['none'], 'pass8')
-    return p8 < 1.0, f'none: pass@8 {p8:.3f}'
+    p8 = metric(runs['none'], 'pass8')  # a never-solved task contributes 0, so pass@8 is then at most 0.9
+    return p8 <= 0.9 + 1e-9, f'none: pass@8 {p8:.3f}'
 
 
 def _reset_lowers_entropy(runs):
@@ -188,7 +188,8 @@ CLAIMS = [
           ('temperature 1.3',), _temperature_still_falls),
     Claim('more-invalid-calls', OBSERVATION, 'entropy bonus 0.03 and temperature 1.3 make more invalid calls than no '
           'regularisation', ('none', 'entropy 0.03', 'temperature 1.3'), _more_invalid),
-    Claim('collapse-misses-tasks', OBSERVATION, 'the unregularised run leaves held-out tasks unsolved (pass@8 < 1)',
+    Claim('collapse-misses-tasks', OBSERVATION, 'the unregularised run leaves held-out tasks unsolved (pass@8 at most '
+          '0.9, as when one of the 10 tasks is never solved)',
           ('none',), _collapsed_misses_tasks),
     Claim('reset-lowers-entropy', OBSERVATION, 'resetting the reference lets the entropy fall further', RESET_RUNS,
           _reset_lowers_entropy),

@@ -1,8 +1,22 @@
-"""The mechanisms chapter 10 demonstrates, asserted on our TinyAgent runs (the runs notebooks 07 and 08 use)."""
+"""The mechanisms chapter 10 demonstrates, asserted on our TinyAgent runs (the runs notebooks 07 and 08 use).
+
+Some of the chapter's mechanisms do not hold on our substrate (a different implementation of the book's chapters 1-9,
+one seed). They are not tuned away: they are listed here with what we measured, the test asserts that they still do
+not hold (so a change that makes them hold fails loudly and this list gets updated), and the notebooks and
+REPRODUCTION.md print them as NOT held.
+"""
 import pytest
 
 from agentrl import experiments
 from agentrl.claims import CLAIMS, MECHANISM, evaluate_claims
+
+NOT_HOLDING_HERE = {
+    'kl-ordering': 'KL from the start falls with the coefficient, but the final entropy and the distinct count are not '
+                   'monotone (KL 0.3 ends below KL 0.05)',
+    'kl-1.0-holds-entropy': 'KL k3+ 1.0 loses about a fifth of its entropy, not under 15%',
+    'bonus-breaks-format': 'entropy bonus 0.1 raises the entropy but nowhere near log V within 40 steps; about 2 invalid '
+                           'calls per episode and pass@1 well above 0',
+}
 
 
 @pytest.fixture(scope='module')
@@ -16,11 +30,14 @@ def runs():
 
 
 @pytest.mark.parametrize('claim', [c for c in CLAIMS if c.kind == MECHANISM], ids=lambda c: c.key)
-def test_mechanism_holds(claim, runs):
+def test_mechanism(claim, runs):
     result = claim.evaluate(runs)
     assert result is not None, f'a run that {claim.key} needs is missing'
     held, evidence = result
-    assert held, f'{claim.text}: {evidence}'
+    if claim.key in NOT_HOLDING_HERE:
+        assert not held, f'{claim.text} now holds ({evidence}): remove it from NOT_HOLDING_HERE and from the notes'
+    else:
+        assert held, f'{claim.text}: {evidence}'
 
 
 def test_every_claim_can_be_evaluated(runs):
