@@ -76,9 +76,12 @@ def our_blocks_all_stdout(notebook):
             for l in o.text.splitlines() if l.strip()]
 
 
+VERDICT = re.compile(r'\[\s*(held|NOT held|not run)\]')
+
+
 def claim_lines(notebook):
-    """The claim verdict lines ('[    held] ...', '[NOT held] ...') an executed notebook printed."""
-    return [l for l in our_blocks_all_stdout(notebook) if re.match(r'\[\s*(held|NOT held|not run)\]', l)]
+    """The claim verdict lines ('[ held] ...', '[NOT held] ...') an executed notebook printed, with their headings."""
+    return [l for l in our_blocks_all_stdout(notebook) if VERDICT.match(l) or l.startswith(('Mechanisms', 'Observations'))]
 
 
 def cell(text):
@@ -121,11 +124,12 @@ def build_report():
         if n_measured:
             parts.append(f'{n_measured} TinyAgent rows compared (mechanisms, not digits)')
         verdicts = claim_lines(notebook)
-        held = f'{sum(v.startswith("[held]") for v in verdicts)} of {len(verdicts)} held' if verdicts else ''
+        judged = [VERDICT.match(v).group(1) for v in verdicts if VERDICT.match(v)]
+        held = f'{judged.count("held")} of {len(judged)} held' if judged else ''
         summary.append(f'| {section} | {TITLES[section]} | {"; ".join(parts)} | {held} |')
         if verdicts:
             body.append('### The chapter\'s claims on our runs\n')
-            body.extend(f'- {v}' for v in verdicts)
+            body.extend(f'- {v}' if VERDICT.match(v) else f'\n**{v}**\n' for v in verdicts)
             body.append('')
     head = ['# Reproduction report', '',
             'Written by `make` (`python -m agentrl.report`) from the executed notebooks and the chapter text; do not edit by '
