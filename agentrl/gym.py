@@ -24,6 +24,7 @@ import dataclasses
 import random
 import sys
 import time
+import warnings
 
 END = ';'  # ends every tool call
 TOOLS = ('read', 'edit', 'submit')
@@ -408,7 +409,9 @@ def run_hidden_tests(lines, name, tests):
     a syntax error, a missing function, an exception or a time-out is a failure, never an exception.
     """
     try:
-        code = compile('\n'.join(lines) + '\n', '<task>', 'exec')
+        with warnings.catch_warnings():  # the agent's code may trigger SyntaxWarnings: not ours to print
+            warnings.simplefilter('ignore')
+            code = compile('\n'.join(lines) + '\n', '<task>', 'exec')
     except (SyntaxError, ValueError):
         return False
     namespace = {'__builtins__': dict(SAFE_BUILTINS)}

@@ -192,3 +192,14 @@ def test_test_results_are_cached_by_source_and_agree_with_running():
     task = arl.make_tasks('train')[1]
     assert passes_hidden_tests(task, family_lines(task)) is True
     assert passes_hidden_tests(task, list(task.lines)) is False
+
+
+def test_agent_code_that_triggers_a_syntax_warning_prints_nothing(capfd):
+    import warnings
+
+    from agentrl.gym import run_hidden_tests
+
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # a warning escaping the gym would raise here
+        assert run_hidden_tests(['def f(a):', '    return 5 (a)'], 'f', [((1,), 1)]) is False
+    assert capfd.readouterr().err == ''
