@@ -23,14 +23,27 @@ class NotebookFailed(RuntimeError):
 
 
 def strip_volatile(nb):
-    """Remove run-dependent metadata from an executed notebook, in place -> nb."""
+    """Remove run-dependent metadata from an executed notebook and join split stream outputs, in place -> nb."""
     nb.metadata.pop('papermill', None)
     for cell in nb.cells:
+        if cell.cell_type == 'code':
+            cell.outputs = coalesce_streams(cell.outputs)
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
         if 'injected-parameters' in cell.metadata.get('tags', []):
             cell['id'] = 'injected-parameters'  # papermill gives it a random id on every run
     return nb
+
+
+def coalesce_streams(outputs):
+    """Join consecutive outputs of the same stream: how the kernel splits printed text depends on timing."""
+    joined = []
+    for out in outputs:
+        if out.output_type == 'stream' and joined and joined[-1].output_type == 'stream' and joined[-1].name == out.name:
+            joined[-1].text += out.text
+        else:
+            joined.append(out)
+    return joined
 
 
 def execute_notebook(src, dest, parameters=None, kernel=KERNEL):
