@@ -205,3 +205,12 @@ def test_the_committed_report_is_the_one_the_notebooks_give():
 
     assert (REPO / 'REPRODUCTION.md').read_text(encoding='utf-8') == build_report(), \
         'REPRODUCTION.md is stale: run `make report`'
+
+
+def test_split_stream_outputs_are_joined():
+    from agentrl.notebook_runner import coalesce_streams
+
+    out = [nbformat.v4.new_output('stream', name='stdout', text='a'), nbformat.v4.new_output('stream', name='stdout', text='\n'),
+           nbformat.v4.new_output('stream', name='stderr', text='w'), nbformat.v4.new_output('stream', name='stdout', text='b')]
+    joined = coalesce_streams(out)
+    assert [(o.name, o.text) for o in joined] == [('stdout', 'a\n'), ('stderr', 'w'), ('stdout', 'b')]
