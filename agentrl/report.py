@@ -18,6 +18,9 @@ TITLES = {'10.1': 'The reference policy', '10.2': 'Estimating KL from samples', 
           '10.4': 'KL in the reward vs in the loss', '10.5': 'Forward and reverse KL', '10.6': 'Entropy collapse',
           '10.7': 'Comparing the regularisers on TinyAgent', '10.8': 'Design questions in practice'}
 
+EXTRA = {'09_seeds': 'Seeds, Clip-Cov and KL-Cov, adaptive KL, the entropy-performance law, the covariance mechanism',
+         '10_exercises': 'The exercises'}
+
 
 def exactness(section, block, row):
     """Whether a printed row is exact arithmetic (must match the book) or a TinyAgent measurement (compared only)."""
@@ -64,15 +67,15 @@ def our_blocks(notebook):
     return blocks
 
 
-def our_blocks_all_stdout(notebook):
-    """Every stdout line of an executed notebook (collapsed), or [] if it is missing."""
+def our_blocks_all_stdout(notebook, raw=False):
+    """Every stdout line of an executed notebook (white space collapsed unless raw), or [] if it is missing."""
     import nbformat
 
     path = REPO / 'notebooks' / f'{notebook}.ipynb'
     if not path.exists():
         return []
-    return [collapse(l) for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == 'code'
-            for o in cell.get('outputs', []) if o.output_type == 'stream' and o.name == 'stdout'
+    return [l.rstrip() if raw else collapse(l) for cell in nbformat.read(path, as_version=4).cells
+            if cell.cell_type == 'code' for o in cell.get('outputs', []) if o.output_type == 'stream' and o.name == 'stdout'
             for l in o.text.splitlines() if l.strip()]
 
 
@@ -131,6 +134,11 @@ def build_report():
             body.append('### The chapter\'s claims on our runs\n')
             body.extend(f'- {v}' if VERDICT.match(v) else f'\n**{v}**\n' for v in verdicts)
             body.append('')
+    body.append('## Beyond the chapter\n\nNot in the book, so nothing to match: what notebooks 09 and 10 print, verbatim.\n')
+    for notebook, title in EXTRA.items():
+        lines = our_blocks_all_stdout(notebook, raw=True)
+        body.append(f'### {title}\n\nNotebook: `notebooks/{notebook}.ipynb`.\n')
+        body.append('```text\n' + '\n'.join(lines) + '\n```\n' if lines else '*Not executed yet.*\n')
     head = ['# Reproduction report', '',
             'Written by `make` (`python -m agentrl.report`) from the executed notebooks and the chapter text; do not edit by '
             'hand. Every table the chapter prints is set beside ours, row by row, white space collapsed. Sections 10.1–10.5, '
