@@ -8,7 +8,7 @@ SETUP := $(VENV)/.setup-done
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 NB_TARGETS := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
 
-.PHONY: all notebooks report setup test calibrate bench clean-venv $(NB_TARGETS)
+.PHONY: all chapter beyond notebooks report setup test calibrate bench clean-venv $(NB_TARGETS)
 
 all: notebooks report
 
@@ -21,6 +21,14 @@ $(SETUP): requirements.txt pyproject.toml
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (agentrl ch10)" >/dev/null
 	$(PY) -c "import matplotlib.pyplot"  # build matplotlib's font cache here, not inside a notebook
 	touch $@
+
+# The chapter alone (notebooks 01-08) or what goes beyond it (09, 10), each followed by the report.
+CHAPTER_NB := $(filter nb-01% nb-02% nb-03% nb-04% nb-05% nb-06% nb-07% nb-08%,$(NB_TARGETS))
+BEYOND_NB := $(filter-out $(CHAPTER_NB),$(NB_TARGETS))
+chapter: $(CHAPTER_NB)
+	$(PY) -m agentrl.report
+beyond: $(BEYOND_NB)
+	$(PY) -m agentrl.report
 
 # Every notebook, executed headlessly; each replaces its committed copy only if it succeeds.
 notebooks: $(NB_TARGETS)

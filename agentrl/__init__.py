@@ -12,4 +12,4 @@ from agentrl.model import ModelConfig, TinyAgent, count_parameters
 from agentrl.sft import Habits, SFTConfig, make_rl_base
 from agentrl.rollout import Trajectory, behavior_stats, collate, run_episodes, sample_groups, sample_step
 from agentrl.grpo import (NonFiniteLossError, RLConfig, compute_advantages, heldout_pass_at_1, policy_loss, rl_update,
-                          train_rl)
+                          skipped_update, train_rl)

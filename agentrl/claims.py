@@ -4,6 +4,7 @@ import math
 
 MECHANISM = 'mechanism'  # what the chapter demonstrates; tests assert these hold
 OBSERVATION = 'observation'  # softer single-seed readings of the chapter's table; reported, not asserted
+AT_SCALE = 'at 2x'  # a mechanism that fails at the chapter's setting, re-checked at twice the coefficient or the steps
 
 
 def entropy_mean(run, start, stop):
@@ -65,10 +66,13 @@ def _kl_ordering(runs):
                   f' distinct {", ".join(f"{x:.1f}" for x in distinct)}')
 
 
-def _kl_one_holds(runs):
-    r = runs['KL k3+ 1.0']
-    change = entropy_end(r) / entropy_start(r) - 1
-    return abs(change) <= 0.15, f'{entropy_start(r):.3f} -> {entropy_end(r):.3f} ({change:+.1%})'
+def _holds_entropy(name):
+    """Check: the run keeps its final entropy within 15% of its start."""
+    def check(runs):
+        r = runs[name]
+        change = entropy_end(r) / entropy_start(r) - 1
+        return abs(change) <= 0.15, f'{entropy_start(r):.3f} -> {entropy_end(r):.3f} ({change:+.1%})'
+    return check
 
 
 def _reward_vs_loss(runs):
@@ -78,12 +82,15 @@ def _reward_vs_loss(runs):
                   f'{metric(a, "kl_start"):.3f} vs {metric(b, "kl_start"):.3f}')
 
 
-def _entropy_breaks_format(runs):
-    r = runs['entropy 0.1']
-    log_v = math.log(r['vocab_size'])
-    held = entropy_end(r) >= 0.9 * log_v and metric(r, 'invalid') >= 3 and metric(r, 'pass1') <= 0.05
-    return held, (f'final entropy {entropy_end(r):.3f} (log V = {log_v:.3f}); invalid calls per episode '
-                  f'{metric(r, "invalid"):.2f}; pass@1 {metric(r, "pass1"):.3f}')
+def _breaks_format(name):
+    """Check: the run ends with entropy >= 0.9 log V, at least 3 invalid calls per episode and pass@1 <= 0.05."""
+    def check(runs):
+        r = runs[name]
+        log_v = math.log(r['vocab_size'])
+        held = entropy_end(r) >= 0.9 * log_v and metric(r, 'invalid') >= 3 and metric(r, 'pass1') <= 0.05
+        return held, (f'final entropy {entropy_end(r):.3f} (log V = {log_v:.3f}); invalid calls per episode '
+                      f'{metric(r, "invalid"):.2f}; pass@1 {metric(r, "pass1"):.3f}')
+    return check
 
 
 def _further_from_start(runs):
@@ -163,17 +170,24 @@ CLAIMS = [
     Claim('kl-ordering', MECHANISM, 'for k3+ KL at 0.05, 0.3, 1.0 the final entropy rises, the KL from the start falls '
           'and the distinct count rises with the coefficient', KL_ARMS, _kl_ordering),
     Claim('kl-1.0-holds-entropy', MECHANISM, 'KL k3+ 1.0 keeps the final entropy within 15% of its start',
-          ('KL k3+ 1.0',), _kl_one_holds),
+          ('KL k3+ 1.0',), _holds_entropy('KL k3+ 1.0')),
     Claim('reward-placement-stronger', MECHANISM, 'KL in the reward at 0.3 ends with higher entropy and a smaller KL '
           'from the start than k3+ in the loss at 0.3', ('KL reward 0.3', 'KL k3+ 0.3'), _reward_vs_loss),
     Claim('bonus-breaks-format', MECHANISM, 'entropy bonus 0.1 drives the entropy to at least 0.9 log V and breaks the '
           'action format (at least 3 invalid calls per episode, pass@1 near 0)', ('entropy 0.1',),
-          _entropy_breaks_format),
+          _breaks_format('entropy 0.1')),
     Claim('bonus-and-temperature-move-away', MECHANISM, 'entropy bonus 0.03 and temperature 1.3 end further from the '
           'start than no regularisation', ('none', 'entropy 0.03', 'temperature 1.3'), _further_from_start),
     Claim('pass8-ge-pass1', MECHANISM, 'pass@8 >= pass@1 for every run', CHAPTER_ARMS, _pass8_ge_pass1),
     Claim('reset-lowers-kl', MECHANISM, 'resetting the reference lowers the KL to the reference', RESET_RUNS,
           _reset_lowers_kl),
+    Claim('kl-2.0-holds-entropy', AT_SCALE, 'at twice the coefficient, KL k3+ 2.0 keeps the final entropy within 15% of '
+          'its start', ('KL k3+ 2.0',), _holds_entropy('KL k3+ 2.0')),
+    Claim('bonus-0.2-breaks-format', AT_SCALE, 'at twice the coefficient, entropy bonus 0.2 drives the entropy to at least '
+          '0.9 log V and breaks the action format in 40 steps', ('entropy 0.2',), _breaks_format('entropy 0.2')),
+    Claim('bonus-0.1-breaks-format-in-80', AT_SCALE, 'in twice the steps, entropy bonus 0.1 drives the entropy to at '
+          'least 0.9 log V and breaks the action format by step 80', ('entropy 0.1, 80 steps',),
+          _breaks_format('entropy 0.1, 80 steps')),
     Claim('kl-raises-pass8', OBSERVATION, 'KL at 0.3 and 1.0 (every estimator and placement) raises pass@8 above no '
           'regularisation', ('none', 'KL k3+ 0.3', 'KL k3+ 1.0', 'KL k3 0.3', 'KL reward 0.3'), _kl_raises_pass8),
     Claim('estimators-agree', OBSERVATION, 'at 0.3 the k3 and k3+ losses end within 0.05 nats of each other',

@@ -77,6 +77,13 @@ def chapter_arms(steps=40, seed=0):
             arm('temperature 1.3', dict(temperature=1.3), steps=steps, seed=seed)]
 
 
+def scale_arms(seed=0):
+    """The chapter's failing mechanisms re-checked at twice the coefficient (KL 2.0, bonus 0.2) or the steps (bonus 0.1)."""
+    return [arm('KL k3+ 2.0', dict(kl_coef=2.0, kl_kind='k3+'), seed=seed),
+            arm('entropy 0.2', entropy_coef=0.2, seed=seed),
+            arm('entropy 0.1, 80 steps', entropy_coef=0.1, steps=80, seed=seed)]
+
+
 @lru_cache(maxsize=1)
 def substrate():
     """(tokenizer, train tasks, held-out tasks, RL base) as the chapter sets them up; built once per process."""

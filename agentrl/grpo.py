@@ -173,6 +173,13 @@ def rl_update(model, optimizer, batch, advantages, cfg, ref_model=None, generato
     return {k: sum(s[k] for s in logs) / len(logs) for k in logs[0]}
 
 
+def skipped_update(model, batch, cfg):
+    """The stats of a step that makes no update: the batch's policy-token entropy (as rl_update logs it), grad_norm 0."""
+    with torch.no_grad():
+        logits = model(batch['ids'])[:, :-1] / cfg.temperature  # [B, T-1, V]
+        return dict(entropy=arl.masked_mean(arl.entropy_from_logits(logits), batch['action_mask']).item(), grad_norm=0.0)
+
+
 def heldout_pass_at_1(model, tok, cfg, tasks=None, attempts=None, seed=None):
     """Mean over held-out tasks of the share of `attempts` episodes (default cfg.eval_group_size) that pass.
 
@@ -191,7 +198,9 @@ def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None):
 
     Every cfg.eval_every steps it records held-out pass@1 ('heldout_pass1', on eval_tasks, default
     make_tasks('heldout')) with its own generator, leaving the training random streams untouched.
-    A NaN or infinite loss stops training with NonFiniteLossError naming the step.
+    A NaN or infinite loss stops training with NonFiniteLossError naming the step. A step where no group has
+    a reward spread (even after sample_step's redraws) updates on the whole draw, whose advantages are all 0, if
+    the KL term is on (the KL acts alone), and makes no update otherwise ('signal' 0 in its record).
     """
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -202,10 +211,14 @@ def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None):
     for step in progress(range(steps), desc='GRPO'):
         kept, sampled = sample_step(model, env_factory, tasks, tok, cfg, gen)
         record = dict(step=step, **behavior_stats(sampled))
-        batch = collate(kept, tok.pad_id)
+        record['signal'] = float(bool(kept))  # 0: no group had a reward spread; only the KL term acts
+        batch = collate(kept or sampled, tok.pad_id)
         advantages = compute_advantages(batch, cfg)
         try:
-            record.update(rl_update(model, optimizer, batch, advantages, cfg, ref_model, gen))
+            if kept or cfg.kl_coef:
+                record.update(rl_update(model, optimizer, batch, advantages, cfg, ref_model, gen))
+            else:  # nothing to learn from: no step (an Adam step on a zero gradient would still move the weights)
+                record.update(skipped_update(model, batch, cfg))
         except NonFiniteLossError as error:
             raise NonFiniteLossError(f'GRPO step {step}: {error}') from error
         if cfg.eval_every and (step + 1) % cfg.eval_every == 0:

@@ -88,7 +88,8 @@ def adapt_kl_coef(kl_coef, kl, kl_target):
 def train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_reward=False, ref_model=None,
                       kl_target=None, probe=None):
     """arl.train_rl with an entropy bonus, KL in the loss or (kl_in_reward) in the reward, optionally an adaptive KL
-    coefficient steered towards kl_target, and an optional probe(model, batch, advantages) -> after(model) -> dict."""
+    coefficient steered towards kl_target, and an optional probe(model, batch, advantages) -> after(model) -> dict.
+    When no group has a reward spread the regularisers act alone on the whole draw (advantages 0)."""
     if kl_target is not None and (kl_target <= 0 or not cfg.kl_coef or kl_in_reward):
         raise ValueError(f'kl_target={kl_target} needs kl_target > 0, a KL in the loss and a starting kl_coef > 0 '
                          f'(got kl_coef={cfg.kl_coef}, kl_in_reward={kl_in_reward})')
@@ -102,15 +103,19 @@ def train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_rew
     for step in range(steps):
         kept, sampled = arl.sample_step(model, env_factory, tasks, tok, cfg, gen)
         record = dict(step=step, **arl.behavior_stats(sampled))
-        batch = arl.collate(kept, tok.pad_id)
-        batch['n_turns'] = torch.tensor([float(t.info['n_turns']) for t in kept])
+        record['signal'] = float(bool(kept))  # 0: no group had a reward spread; the regularisers act alone
+        batch = arl.collate(kept or sampled, tok.pad_id)
+        batch['n_turns'] = torch.tensor([float(t.info['n_turns']) for t in kept or sampled])
         if kl_in_reward and cfg.kl_coef:  # r_i - beta * sum_t k1_t, then advantages
             seq_kl = arl.sequence_kl(batch, ref_model, cfg.temperature)
             batch['rewards'], record['kl_seq'] = batch['rewards'] - cfg.kl_coef * seq_kl, seq_kl.mean().item()
         advantages = arl.compute_advantages(batch, cfg)
         after = probe(model, batch, advantages) if probe else None  # measurements that must not touch the RNG
-        record.update(arl.regularized_update(model, optimizer, batch, advantages, cfg,
-                                             None if kl_in_reward else ref_model, gen, entropy_coef))
+        if kept or entropy_coef or cfg.kl_coef:
+            record.update(arl.regularized_update(model, optimizer, batch, advantages, cfg,
+                                                 None if kl_in_reward else ref_model, gen, entropy_coef))
+        else:  # nothing to learn from: no step (an Adam step on a zero gradient would still move the weights)
+            record.update(arl.skipped_update(model, batch, cfg))
         if after:
             record.update(after(model))
         if kl_target is not None:  # adaptive beta for the next step

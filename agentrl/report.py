@@ -52,8 +52,8 @@ def chapter_blocks():
     return blocks
 
 
-def our_blocks(notebook):
-    """[[stdout lines of each cell tagged chapter-output]] of an executed notebook, or None if it is missing."""
+def our_blocks(notebook, tag='chapter-output'):
+    """[[stdout lines of each cell tagged tag]] of an executed notebook, or None if it is missing."""
     import nbformat
 
     path = REPO / 'notebooks' / f'{notebook}.ipynb'
@@ -61,7 +61,7 @@ def our_blocks(notebook):
         return None
     blocks = []
     for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type == 'code' and 'chapter-output' in cell.metadata.get('tags', []):
+        if cell.cell_type == 'code' and tag in cell.metadata.get('tags', []):
             text = ''.join(o.text for o in cell.get('outputs', []) if o.output_type == 'stream' and o.name == 'stdout')
             blocks.append([collapse(l) for l in text.splitlines() if l.strip()])
     return blocks
@@ -85,6 +85,45 @@ VERDICT = re.compile(r'\[\s*(held|NOT held|not run)\]')
 def claim_lines(notebook):
     """The claim verdict lines ('[ held] ...', '[NOT held] ...') an executed notebook printed, with their headings."""
     return [l for l in our_blocks_all_stdout(notebook) if VERDICT.match(l) or l.startswith(('Mechanisms', 'Observations'))]
+
+
+SEED_NOTEBOOK = '09_seeds'
+SEED_VERDICT = re.compile(r'\[(mechanism|observation|at 2x) *\] (held on \d+/\d+ seeds) -> (.*?) \| (.*)$')
+
+
+def seed_rows():
+    """(label, {setting: [cells]}) of notebook 09's seed table (cells 'mean [min, max]'), or None if not executed."""
+    blocks = our_blocks(SEED_NOTEBOOK, 'seed-table')
+    if not blocks or len(blocks[0]) < 3:
+        return None
+    label, _, *rows = blocks[0]
+    return label.split(';')[0], {row.split(' | ')[0]: row.split(' | ')[1:] for row in rows}
+
+
+def seed_verdicts(tag='seed-claims'):
+    """{claim text: 'held on k/n seeds (verdict)'} from notebook 09's cell tagged tag."""
+    blocks = our_blocks(SEED_NOTEBOOK, tag) or [[]]
+    return {m.group(4): f'{m.group(2)} ({m.group(3).strip()})' for m in map(SEED_VERDICT.match, blocks[0]) if m}
+
+
+def seed_table(book_lines, our_lines):
+    """Markdown lines setting the book's 10.7 table, our seed-0 run and our seed means [min, max] side by side."""
+    seeds = seed_rows()
+    if seeds is None or not book_lines or not our_lines:
+        return []
+    label, rows = seeds
+    header = book_lines[0].split(' | ')
+    out = ['### Table 1 across seeds\n',
+           f'The book\'s row (one seed), ours on seed 0 (notebook 07) and ours over {label} (notebook 09: mean '
+           '[min, max]; the entropy column there is the mean of steps 35-39 only).\n',
+           '| ' + ' | '.join([header[0], 'source'] + header[1:]) + ' |', '|' + '---|' * (len(header) + 1)]
+    ours = {line.split(' | ')[0]: line.split(' | ')[1:] for line in our_lines[1:]}
+    for line in book_lines[1:]:
+        name, *theirs = line.split(' | ')
+        out.append('| ' + ' | '.join([name, 'book'] + theirs) + ' |')
+        out.append('| ' + ' | '.join(['', 'ours, seed 0'] + ours.get(name, ['missing'] * len(theirs))) + ' |')
+        out.append('| ' + ' | '.join(['', f'ours, {label}'] + rows.get(name, ['missing'] * len(theirs))) + ' |')
+    return out + ['']
 
 
 def cell(text):
@@ -120,6 +159,8 @@ def build_report():
                     mark = 'TinyAgent (ours measured)'
                 body.append(f'| {r + 1} | {cell(theirs)} | {cell(mine)} | {mark} |')
             body.append('')
+            if section == '10.7' and b == 0:
+                body.extend(seed_table(book_lines, our_lines))
         parts = []
         if n_exact:
             parts.append(f'{n_exact_match} of {n_exact} exact lines match'
@@ -131,10 +172,23 @@ def build_report():
         held = f'{judged.count("held")} of {len(judged)} held' if judged else ''
         summary.append(f'| {section} | {TITLES[section]} | {"; ".join(parts)} | {held} |')
         if verdicts:
+            across = seed_verdicts() if section == '10.7' else {}
             body.append('### The chapter\'s claims on our runs\n')
-            body.extend(f'- {v}' if VERDICT.match(v) else f'\n**{v}**\n' for v in verdicts)
+            if across:
+                body.append(f'Each verdict is for seed 0 (notebook 07); after the `—`, the same check on each of '
+                            f'{seed_rows()[0]} (notebook 09).')
+            body.extend((f'- {v}' + next((f' — across seeds: {k}' for t, k in across.items()
+                                         if VERDICT.sub('', v, count=1).strip().startswith(t)), ''))
+                        if VERDICT.match(v) else f'\n**{v}**\n' for v in verdicts)
+            scaled = seed_verdicts('scale-claims') if section == '10.7' else {}
+            if scaled:
+                body.append(f'\n**The mechanisms that fail here, re-checked at twice the coefficient or twice the steps '
+                            f'(notebook 09, tests assert them on seed 0):**\n')
+                body.extend(f'- {text} — {verdict}' for text, verdict in scaled.items())
             body.append('')
-    body.append('## Beyond the chapter\n\nNot in the book, so nothing to match: what notebooks 09 and 10 print, verbatim.\n')
+    body.append('## Beyond the chapter\n\nNot in the book, so nothing to match: what notebooks 09 and 10 print, verbatim. '
+                'Notebook 09\'s seed table and its per-seed claim checks are also set beside the book\'s table and '
+                'our seed-0 run in 10.7 above.\n')
     for notebook, title in EXTRA.items():
         lines = our_blocks_all_stdout(notebook, raw=True)
         body.append(f'### {title}\n\nNotebook: `notebooks/{notebook}.ipynb`.\n')

@@ -214,3 +214,18 @@ def test_split_stream_outputs_are_joined():
            nbformat.v4.new_output('stream', name='stderr', text='w'), nbformat.v4.new_output('stream', name='stdout', text='b')]
     joined = coalesce_streams(out)
     assert [(o.name, o.text) for o in joined] == [('stdout', 'a\n'), ('stderr', 'w'), ('stdout', 'b')]
+
+
+def test_the_report_sets_the_seed_table_beside_the_book_and_seed_0():
+    from agentrl.report import build_report
+
+    text = build_report()
+    table = text.split('### Table 1 across seeds', 1)[1].split('###', 1)[0]
+    rows = [line for line in table.splitlines() if line.startswith('| ')][1:]  # after the header
+    sources = [row.split(' | ')[1] for row in rows]
+    assert sources == ['book', 'ours, seed 0', 'ours, 3 seeds (0, 1, 2)'] * 9
+    assert 'missing' not in table
+    claims = text.split('## 10.7', 1)[1].split('## 10.8', 1)[0]
+    assert claims.count(' — across seeds: held on ') >= 14  # every claim of notebook 07 with its seed verdict
+    assert claims.count('seeds (survives)') + claims.count('seeds (seed-dependent)') + \
+        claims.count('seeds (does not survive)') >= 17  # ... and the three re-checks at twice the scale
