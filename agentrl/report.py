@@ -126,6 +126,19 @@ def seed_table(book_lines, our_lines):
     return out + ['']
 
 
+def claim_summary(verdicts):
+    """'mechanisms h of n held, observations h of n held' from verdict lines under their headings ('not run' left out)."""
+    counts, kind = {}, 'claims'
+    for line in verdicts:
+        match = VERDICT.match(line)
+        if not match:
+            kind = line.split()[0].lower()
+        elif match.group(1) != 'not run':
+            held, total = counts.get(kind, (0, 0))
+            counts[kind] = (held + (match.group(1) == 'held'), total + 1)
+    return ', '.join(f'{kind} {held} of {total} held' for kind, (held, total) in counts.items())
+
+
 def cell(text):
     """Text as a Markdown table cell in code style (pipes escaped)."""
     return '`' + text.replace('|', '\\|') + '`' if text else ''
@@ -168,8 +181,11 @@ def build_report():
         if n_measured:
             parts.append(f'{n_measured} TinyAgent rows compared (mechanisms, not digits)')
         verdicts = claim_lines(notebook)
-        judged = [VERDICT.match(v).group(1) for v in verdicts if VERDICT.match(v)]
-        held = f'{judged.count("held")} of {len(judged)} held' if judged else ''
+        held = claim_summary(verdicts)
+        if section == '10.7' and seed_verdicts('scale-claims'):
+            scaled = list(seed_verdicts('scale-claims').values())
+            held += (f'; at twice the scale {sum("(survives)" in v for v in scaled)} of {len(scaled)} re-checks hold on '
+                     f'every seed')
         summary.append(f'| {section} | {TITLES[section]} | {"; ".join(parts)} | {held} |')
         if verdicts:
             across = seed_verdicts() if section == '10.7' else {}
