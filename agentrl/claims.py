@@ -215,6 +215,16 @@ def evaluate_claims(runs, kind=None):
     return [(c, c.evaluate(runs)) for c in CLAIMS if kind is None or c.kind == kind]
 
 
+def across_seeds(claim, runs_by_seed):
+    """'[kind] held on k/n seeds -> verdict | text' for a claim checked on each seed's runs, or None if a run is missing."""
+    outcomes = [claim.evaluate(runs) for runs in runs_by_seed]
+    if any(o is None for o in outcomes):
+        return None
+    held = sum(o[0] for o in outcomes)
+    verdict = 'survives' if held == len(outcomes) else ('does not survive' if held == 0 else 'seed-dependent')
+    return f'[{claim.kind:<11}] held on {held}/{len(outcomes)} seeds -> {verdict:<16} | {claim.text}'
+
+
 def claims_report(runs, kind=None):
     """Printable lines: one per claim, 'held' / 'NOT held' / 'not run' with its evidence."""
     lines = []

@@ -106,9 +106,9 @@ def seed_verdicts(tag='seed-claims'):
     return {m.group(4): f'{m.group(2)} ({m.group(3).strip()})' for m in map(SEED_VERDICT.match, blocks[0]) if m}
 
 
-def seed_table(book_lines, our_lines):
-    """Markdown lines setting the book's 10.7 table, our seed-0 run and our seed means [min, max] side by side."""
-    seeds = seed_rows()
+def seed_table(book_lines, our_lines, seeds):
+    """Markdown lines setting the book's 10.7 table, our seed-0 run and our seed means [min, max] (seeds = seed_rows())
+    side by side."""
     if seeds is None or not book_lines or not our_lines:
         return []
     label, rows = seeds
@@ -147,6 +147,7 @@ def cell(text):
 def build_report():
     """The report's Markdown text."""
     book = chapter_blocks()
+    seeds, across, scaled = seed_rows(), seed_verdicts(), seed_verdicts('scale-claims')  # notebook 09, read once
     body, summary = [], []
     for section, notebook in SECTIONS.items():
         ours = our_blocks(notebook)
@@ -173,7 +174,7 @@ def build_report():
                 body.append(f'| {r + 1} | {cell(theirs)} | {cell(mine)} | {mark} |')
             body.append('')
             if section == '10.7' and b == 0:
-                body.extend(seed_table(book_lines, our_lines))
+                body.extend(seed_table(book_lines, our_lines, seeds))
         parts = []
         if n_exact:
             parts.append(f'{n_exact_match} of {n_exact} exact lines match'
@@ -182,22 +183,20 @@ def build_report():
             parts.append(f'{n_measured} TinyAgent rows compared (mechanisms, not digits)')
         verdicts = claim_lines(notebook)
         held = claim_summary(verdicts)
-        if section == '10.7' and seed_verdicts('scale-claims'):
-            scaled = list(seed_verdicts('scale-claims').values())
-            held += (f'; at twice the scale {sum("(survives)" in v for v in scaled)} of {len(scaled)} re-checks hold on '
-                     f'every seed')
+        if section == '10.7' and scaled:
+            held += (f'; at twice the scale {sum("(survives)" in v for v in scaled.values())} of {len(scaled)} re-checks '
+                     f'hold on every seed')
         summary.append(f'| {section} | {TITLES[section]} | {"; ".join(parts)} | {held} |')
         if verdicts:
-            across = seed_verdicts() if section == '10.7' else {}
             body.append('### The chapter\'s claims on our runs\n')
-            if across:
+            at_10_7 = section == '10.7'
+            if at_10_7 and across and seeds:
                 body.append(f'Each verdict is for seed 0 (notebook 07); after the `—`, the same check on each of '
-                            f'{seed_rows()[0]} (notebook 09).')
-            body.extend((f'- {v}' + next((f' — across seeds: {k}' for t, k in across.items()
+                            f'{seeds[0]} (notebook 09).')
+            body.extend((f'- {v}' + next((f' — across seeds: {k}' for t, k in (across.items() if at_10_7 else [])
                                          if VERDICT.sub('', v, count=1).strip().startswith(t)), ''))
                         if VERDICT.match(v) else f'\n**{v}**\n' for v in verdicts)
-            scaled = seed_verdicts('scale-claims') if section == '10.7' else {}
-            if scaled:
+            if at_10_7 and scaled:
                 body.append(f'\n**The mechanisms that fail here, re-checked at twice the coefficient or twice the steps '
                             f'(notebook 09, tests assert them on seed 0):**\n')
                 body.extend(f'- {text} — {verdict}' for text, verdict in scaled.items())
