@@ -1,15 +1,31 @@
-"""agentrl: the helper package of the chapter-10 companion (KL, entropy and regularisation)."""
-from agentrl.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs
-from agentrl.regularization import (KL_ESTIMATE_KINDS, KL_KINDS, adapt_kl_coef, centered_cross_product, check_kl_kind,
-                                     clip_cov_selection, entropy_bonus, kl_cov_selection, kl_estimate, kl_penalty,
-                                     regularized_update, sequence_kl, train_regularized)
-from agentrl.exact import estimator_moments, expected_loss_grad, kl_grads
-from agentrl.evaluation import diversity, pass_at_k
-# The TinyAgent substrate (chapters 1-9): gym, tokenizer, model, RL base, sampling, GRPO.
-from agentrl.gym import Env, Task, make_env, make_tasks
-from agentrl.tokenizer import Tokenizer, build_tokenizer
-from agentrl.model import ModelConfig, TinyAgent, count_parameters
-from agentrl.sft import Habits, SFTConfig, make_rl_base
-from agentrl.rollout import Trajectory, behavior_stats, collate, run_episodes, sample_groups, sample_step
-from agentrl.grpo import (NonFiniteLossError, RLConfig, compute_advantages, heldout_pass_at_1, policy_loss, rl_update,
-                          skipped_update, train_rl)
+"""agentrl: the runnable companion to chapter 10 (KL, entropy and regularisation).
+
+Layers, each importing only from the ones above it:
+  core/       math on tensors: log-probs, entropy, KL estimators, exact enumerations, pass@k
+  substrate/  chapters 1-9's TinyAgent: task families, gym, tokenizer, model, RL base, sampling, the GRPO engine
+  ch10/       chapter 10: regulariser plug-ins for the engine, held-out evaluation, runs, claims
+  build/      the machinery: notebook runner, report, calibration table, benchmark
+Shared utilities (paths, fingerprint, atomic writes, progress, plotting, the CPU pin) sit beside them.
+
+Notebooks use `import agentrl as arl`; the names below are the public API the chapter's code calls.
+"""
+from agentrl.cpu import pin_cpu_kernels
+
+pin_cpu_kernels()  # before torch is imported anywhere in the package: one instruction set on every x86-64 machine
+
+from agentrl.core.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs  # noqa: E402
+from agentrl.core.kl import KL_ESTIMATE_KINDS, KL_KINDS, check_kl_kind, kl_estimate, kl_penalty  # noqa: E402
+from agentrl.core.exact import estimator_moments, expected_loss_grad, kl_grads  # noqa: E402
+from agentrl.core.metrics import pass_at_k  # noqa: E402
+from agentrl.substrate.gym import Env, Task, make_env, make_tasks  # noqa: E402
+from agentrl.substrate.tokenizer import Tokenizer, build_tokenizer  # noqa: E402
+from agentrl.substrate.model import ModelConfig, TinyAgent, count_parameters  # noqa: E402
+from agentrl.substrate.sft import Habits, SFTConfig, make_rl_base  # noqa: E402
+from agentrl.substrate.rollout import (Trajectory, behavior_stats, collate, run_episodes, sample_groups,  # noqa: E402
+                                       sample_step)
+from agentrl.substrate.grpo import (NonFiniteLossError, RLConfig, compute_advantages, heldout_pass_at_1,  # noqa: E402
+                                    policy_loss, rl_update, skipped_update, train_rl)
+from agentrl.ch10.regularizers import (adapt_kl_coef, centered_cross_product, clip_cov_selection,  # noqa: E402
+                                       entropy_bonus, kl_cov_selection, regularized_update, sequence_kl,
+                                       train_regularized)
+from agentrl.ch10.evaluation import diversity  # noqa: E402

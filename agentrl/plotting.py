@@ -1,23 +1,15 @@
 """Deterministic SVG figures: fixed hash salt, no date metadata, atomic writes."""
-import os
-from pathlib import Path
-
 import matplotlib
 
 matplotlib.use('svg')
 import matplotlib.pyplot as plt  # noqa: E402
 
 from agentrl.atomic import atomic_output  # noqa: E402
+from agentrl.paths import figures_dir  # noqa: E402
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 COLORS = {'none': '#e66101', 'k1': '#4575b4', 'k2': '#1a9850', 'k3': '#d73027', 'k3+': '#984ea3'}
 STYLE = {'figure.dpi': 100, 'font.size': 9, 'axes.grid': True, 'grid.alpha': 0.3, 'axes.spines.top': False,
          'axes.spines.right': False, 'legend.frameon': False, 'svg.fonttype': 'path'}
-
-
-def figures_dir():
-    """The folder figures are written to: $AGENTRL_FIGURES_DIR if set (tests use this), else <repo>/figures."""
-    return Path(os.environ.get('AGENTRL_FIGURES_DIR', REPO_ROOT / 'figures'))
 
 
 def new_figure(ncols=1, nrows=1, width=4.0, height=3.2, sharex=False):

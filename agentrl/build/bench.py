@@ -1,4 +1,4 @@
-"""`python -m agentrl.bench`: speed of the substrate on this machine (medians of repetitions).
+"""`python -m agentrl.build.bench`: speed of the substrate on this machine (medians of repetitions).
 
 Prints seconds per default GRPO step (64 episodes sampled + the update, torch on one thread), sampled
 episodes per second, seconds to build the RL base from an empty cache (the build always runs on its
@@ -13,27 +13,31 @@ import time
 
 import torch
 
-import agentrl as arl
-from agentrl.sft import BUILD_THREADS
+from agentrl.substrate.grpo import RLConfig, compute_advantages, rl_update
+from agentrl.substrate.gym import make_env, make_tasks
+from agentrl.substrate.rollout import behavior_stats, collate, sample_step
+from agentrl.substrate.sft import make_rl_base
+from agentrl.substrate.tokenizer import build_tokenizer
+from agentrl.substrate.sft import BUILD_THREADS
 
 
 def time_grpo_steps(repetitions):
     """Per default GRPO step from the RL base: (seconds for the whole step, seconds for its sampling)."""
-    tok = arl.build_tokenizer(arl.make_tasks('all'))
-    train = arl.make_tasks('train')
-    model = arl.make_rl_base(tok)
-    cfg = arl.RLConfig()
+    tok = build_tokenizer(make_tasks('all'))
+    train = make_tasks('train')
+    model = make_rl_base(tok)
+    cfg = RLConfig()
     generator = torch.Generator().manual_seed(cfg.seed)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
-    env_factory = lambda: arl.make_env(cfg)  # noqa: E731
+    env_factory = lambda: make_env(cfg)  # noqa: E731
     steps, sampling = [], []
     for repetition in range(repetitions + 1):  # the first step warms up
         start = time.perf_counter()
-        kept, sampled = arl.sample_step(model, env_factory, train, tok, cfg, generator)
+        kept, sampled = sample_step(model, env_factory, train, tok, cfg, generator)
         sampled_at = time.perf_counter()
-        arl.behavior_stats(sampled)
-        batch = arl.collate(kept, tok.pad_id)
-        arl.rl_update(model, optimizer, batch, arl.compute_advantages(batch, cfg), cfg, None, generator)
+        behavior_stats(sampled)
+        batch = collate(kept, tok.pad_id)
+        rl_update(model, optimizer, batch, compute_advantages(batch, cfg), cfg, None, generator)
         if repetition:
             steps.append(time.perf_counter() - start)
             sampling.append((sampled_at - start, len(sampled)))
@@ -42,12 +46,12 @@ def time_grpo_steps(repetitions):
 
 def time_builds(repetitions):
     """Seconds to build the RL base in an empty temporary cache directory, per repetition."""
-    tok = arl.build_tokenizer(arl.make_tasks('all'))
+    tok = build_tokenizer(make_tasks('all'))
     seconds = []
     for _ in range(repetitions):
         with tempfile.TemporaryDirectory() as directory:
             start = time.perf_counter()
-            arl.make_rl_base(tok, directory=directory)
+            make_rl_base(tok, directory=directory)
             seconds.append(time.perf_counter() - start)
     return seconds
 

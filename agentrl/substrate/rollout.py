@@ -12,7 +12,7 @@ import dataclasses
 
 import torch
 
-from agentrl.gym import draw_offset
+from agentrl.substrate.gym import draw_offset
 
 
 @dataclasses.dataclass

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import torch
 
-import agentrl as arl
-from agentrl.gym import END, MAX_LINES, Env, draw_offset, make_tasks
-from agentrl.model import ModelConfig, TinyAgent
+from agentrl.fingerprint import code_fingerprint
+from agentrl.paths import cache_dir
+from agentrl.substrate.gym import END, MAX_LINES, Env, draw_offset, make_tasks
+from agentrl.substrate.model import ModelConfig, TinyAgent
 from agentrl.progress import progress
 
-CODE_VERSION = 2  # bump when a change of code changes the RL base's weights (invalidates every cache file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,14 +180,9 @@ def build_rl_base(tok, tasks, model_cfg, sft_cfg):
     return model.eval()
 
 
-def cache_dir():
-    """Directory of cached RL bases: $AGENTRL_CACHE_DIR, else <repository>/.cache/agentrl."""
-    return Path(os.environ.get('AGENTRL_CACHE_DIR') or Path(__file__).resolve().parent.parent / '.cache' / 'agentrl')
-
-
 def cache_key(tok, tasks, model_cfg, sft_cfg):
     """SHA-256 of everything that determines the RL base's weights."""
-    content = dict(code_version=CODE_VERSION, torch=torch.__version__, threads=BUILD_THREADS, vocabulary=tok.words,
+    content = dict(code=code_fingerprint(), torch=torch.__version__, threads=BUILD_THREADS, vocabulary=tok.words,
                    tasks=[(t.task_id, t.source, t.fix(), repr(t.tests), t.sites) for t in tasks],
                    model=dataclasses.asdict(model_cfg), sft=dataclasses.asdict(sft_cfg))
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=repr).encode()).hexdigest()
@@ -197,7 +192,7 @@ def make_rl_base(tok, tasks=None, sft_cfg=None, model_cfg=None, directory=None):
     """The RL base agent (TinyAgent after SFT; model(ids [B, T]) -> logits [B, T, V]), built once then loaded from disk.
 
     The cache file is keyed by tasks (default make_tasks('train')), vocabulary, model and SFT settings
-    and CODE_VERSION; it is written atomically; a corrupt or mismatched file is rebuilt with a warning.
+    and the code fingerprint (agentrl.fingerprint); it is written atomically; a corrupt or mismatched file is rebuilt with a warning.
     """
     tasks = make_tasks('train') if tasks is None else tasks
     sft_cfg = SFTConfig() if sft_cfg is None else sft_cfg

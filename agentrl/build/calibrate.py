@@ -1,4 +1,4 @@
-"""`python -m agentrl.calibrate`: measure the substrate against the book's chapter-9 calibration table.
+"""`python -m agentrl.build.calibrate`: measure the substrate against the book's chapter-9 calibration table.
 
 Trains the default GRPO run from the RL base for 40 and for 80 steps (seed 0; two processes, each on
 one thread), measures held-out pass@1 after 40 steps with 16 attempts on each of the 10 held-out
@@ -12,7 +12,12 @@ import sys
 
 import torch
 
-import agentrl as arl
+from agentrl.substrate.grpo import RLConfig, train_rl
+from agentrl.substrate.gym import make_env, make_tasks
+from agentrl.substrate.model import count_parameters
+from agentrl.substrate.rollout import sample_groups
+from agentrl.substrate.sft import make_rl_base
+from agentrl.substrate.tokenizer import build_tokenizer
 
 HELDOUT_ATTEMPTS = 16
 HELDOUT_SEED = 0
@@ -21,23 +26,23 @@ HELDOUT_SEED = 0
 def setup():
     """Tokenizer, train and held-out tasks, RL base (built once, then cached)."""
     torch.set_num_threads(1)
-    tok = arl.build_tokenizer(arl.make_tasks('all'))
-    return tok, arl.make_tasks('train'), arl.make_tasks('heldout'), arl.make_rl_base(tok)
+    tok = build_tokenizer(make_tasks('all'))
+    return tok, make_tasks('train'), make_tasks('heldout'), make_rl_base(tok)
 
 
 def default_run(steps):
     """The default GRPO run from the RL base for `steps` steps -> (history, held-out pass@1 of the final model)."""
     tok, train, heldout, base = setup()
-    cfg = arl.RLConfig(eval_every=0)
+    cfg = RLConfig(eval_every=0)
     model = copy.deepcopy(base)
-    history = arl.train_rl(model, train, tok, cfg, steps)
+    history = train_rl(model, train, tok, cfg, steps)
     return history, heldout_pass1(model, tok, heldout)
 
 
 def heldout_pass1(model, tok, heldout):
     """Mean pass rate of HELDOUT_ATTEMPTS episodes on each held-out task (sample_groups, fixed generator seed)."""
-    cfg = arl.RLConfig(group_size=HELDOUT_ATTEMPTS)
-    trajs = arl.sample_groups(model, lambda: arl.make_env(cfg), heldout, tok, cfg,
+    cfg = RLConfig(group_size=HELDOUT_ATTEMPTS)
+    trajs = sample_groups(model, lambda: make_env(cfg), heldout, tok, cfg,
                               torch.Generator().manual_seed(HELDOUT_SEED))
     return sum(t.info['submitted'] and t.info['hidden_pass'] for t in trajs) / len(trajs)
 
@@ -55,7 +60,7 @@ def table_rows(tok, base, run40, run80):
     tokens = [h['policy_tokens'] for h in history]
     start, end = mean(entropy[:5]), mean(entropy[35:40])
     clip = mean([h['clip_frac'] for h in history])
-    params = arl.count_parameters(base)
+    params = count_parameters(base)
     rows = [
         ('vocabulary', '316', '250-400', f'{len(tok)}', 250 <= len(tok) <= 400),
         ('TinyAgent parameters', '157,244', '120k-200k', f'{params:,}', 120_000 <= params <= 200_000),

@@ -2,8 +2,8 @@
 import dataclasses
 import math
 
-MECHANISM = 'mechanism'  # what the chapter demonstrates; tests assert these hold
-OBSERVATION = 'observation'  # softer single-seed readings of the chapter's table; reported, not asserted
+MECHANISM = 'mechanism'  # what the chapter demonstrates with its runs
+OBSERVATION = 'observation'  # the chapter's softer single-seed readings of its table
 AT_SCALE = 'at 2x'  # a mechanism that fails at the chapter's setting, re-checked at twice the coefficient or the steps
 
 
@@ -30,7 +30,8 @@ def metric(run, key):
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """One claim: what it says, whether tests assert it, and the check that decides it from the runs."""
+    """One claim: what it says, its kind (MECHANISM, OBSERVATION, AT_SCALE), and the check that decides it from the
+    runs."""
     key: str
     kind: str
     text: str
@@ -215,20 +216,55 @@ def evaluate_claims(runs, kind=None):
     return [(c, c.evaluate(runs)) for c in CLAIMS if kind is None or c.kind == kind]
 
 
-def across_seeds(claim, runs_by_seed):
-    """'[kind] held on k/n seeds -> verdict | text' for a claim checked on each seed's runs, or None if a run is missing."""
+def by_key(key):
+    """The Claim with this key."""
+    for entry in CLAIMS:
+        if entry.key == key:
+            return entry
+    raise KeyError(f'no claim {key!r}; known: {", ".join(c.key for c in CLAIMS)}')
+
+
+def verdicts(runs, kind=None):
+    """One dict per claim (of the given kind) whose runs are all present: key, kind, text, held, evidence.
+
+    Claims that need a run the dict does not hold are left out, not reported as failing. This is what the notebooks
+    record (agentrl.results) and what the report and the tests read.
+    """
+    return [dict(key=c.key, kind=c.kind, text=c.text, held=result[0], evidence=result[1])
+            for c, result in evaluate_claims(runs, kind) if result is not None]
+
+
+def verdict_line(verdict):
+    """'[    held] text | evidence' or '[NOT held] ...' for one verdict dict."""
+    return f'[{"held" if verdict["held"] else "NOT held":>8}] {verdict["text"]} | {verdict["evidence"]}'
+
+
+def seed_verdict(claim, runs_by_seed, seeds):
+    """The claim checked on each seed's runs (runs_by_seed[i] holds the runs of seeds[i]) -> dict, or None if a run
+    it needs is missing on some seed: key, kind, text, seeds, held (per seed), held_on, verdict.
+
+    verdict: 'survives' (held on every seed), 'does not survive' (on none) or 'seed-dependent'.
+    """
     outcomes = [claim.evaluate(runs) for runs in runs_by_seed]
-    if any(o is None for o in outcomes):
+    if any(outcome is None for outcome in outcomes):
         return None
-    held = sum(o[0] for o in outcomes)
-    verdict = 'survives' if held == len(outcomes) else ('does not survive' if held == 0 else 'seed-dependent')
-    return f'[{claim.kind:<11}] held on {held}/{len(outcomes)} seeds -> {verdict:<16} | {claim.text}'
+    held = [outcome[0] for outcome in outcomes]
+    count = sum(held)
+    verdict = 'survives' if count == len(held) else ('does not survive' if count == 0 else 'seed-dependent')
+    return dict(key=claim.key, kind=claim.kind, text=claim.text, seeds=list(seeds), held=held, held_on=count,
+                verdict=verdict)
 
 
-def claims_report(runs, kind=None):
-    """Printable lines: one per claim, 'held' / 'NOT held' / 'not run' with its evidence."""
-    lines = []
-    for claim, result in evaluate_claims(runs, kind):
-        status = 'not run' if result is None else ('held' if result[0] else 'NOT held')
-        lines.append(f'[{status:>8}] {claim.text}' + ('' if result is None else f' | {result[1]}'))
-    return lines
+def seed_verdict_line(summary):
+    """'[kind       ] held on k/n seeds -> verdict          | text' for one seed_verdict dict."""
+    return (f'[{summary["kind"]:<11}] held on {summary["held_on"]}/{len(summary["seeds"])} seeds -> '
+            f'{summary["verdict"]:<16} | {summary["text"]}')
+
+
+def tally(found):
+    """{kind: (held, total)} over verdict dicts, kinds in the order they first appear."""
+    counts = {}
+    for verdict in found:
+        held, total = counts.get(verdict['kind'], (0, 0))
+        counts[verdict['kind']] = (held + bool(verdict['held']), total + 1)
+    return counts

@@ -1,6 +1,6 @@
 """Write REPRODUCTION.md: every table of the chapter beside ours, exact matches marked, claims held or not.
 
-Usage: python -m agentrl.report [--output REPRODUCTION.md]
+Usage: python -m agentrl.build.report [--output REPRODUCTION.md]
 """
 import argparse
 import re
@@ -209,7 +209,7 @@ def build_report():
         body.append(f'### {title}\n\nNotebook: `notebooks/{notebook}.ipynb`.\n')
         body.append('```text\n' + '\n'.join(lines) + '\n```\n' if lines else '*Not executed yet.*\n')
     head = ['# Reproduction report', '',
-            'Written by `make` (`python -m agentrl.report`) from the executed notebooks and the chapter text; do not edit by '
+            'Written by `make` (`python -m agentrl.build.report`) from the executed notebooks and the chapter text; do not edit by '
             'hand. Every table the chapter prints is set beside ours, row by row, white space collapsed. Sections 10.1–10.5, '
             'the covariance check and the 3-step identity of 10.6, and the model-size rows of the memory table in 10.8 are '
             'exact computations and must match the book to the character. The TinyAgent tables come from our own substrate '

@@ -1,6 +1,6 @@
 """Execute notebooks headlessly with papermill and commit their outputs only when they succeed.
 
-Usage: python -m agentrl.notebook_runner NOTEBOOK.ipynb [...] [-p NAME VALUE ...] [--output DIR]
+Usage: python -m agentrl.build.notebook_runner NOTEBOOK.ipynb [...] [-p NAME VALUE ...] [--output DIR]
 
 Each notebook runs into a temporary file beside its destination; what changes from run to run
 (papermill and nbclient timings, paths, the injected cell's random id) is stripped; only then is the

@@ -1,5 +1,5 @@
 """Word-level tokenizer: one id per word of the gym (code, tool syntax, observations, special tokens)."""
-from agentrl.gym import vocabulary_words
+from agentrl.substrate.gym import vocabulary_words
 
 
 class Tokenizer:

@@ -3,22 +3,29 @@ import copy
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from multiprocessing import get_context
-from pathlib import Path
 
 import torch
 
-import agentrl as arl
 from agentrl.atomic import atomic_output
+from agentrl.ch10.evaluation import diversity
+from agentrl.ch10.regularizers import COV_VARIANTS, centered_cross_product, entropy_bonus, train_regularized
+from agentrl.core.logprobs import masked_mean, selected_log_probs
+from agentrl.fingerprint import code_fingerprint
+from agentrl.paths import runs_dir
+from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig, fixed_threads
+from agentrl.substrate.gym import make_tasks
+from agentrl.substrate.sft import make_rl_base
+from agentrl.substrate.tokenizer import build_tokenizer
 
-RUN_FORMAT = 1  # bump when the content of a saved run changes
-TRAINING_MODULES = ('logprobs', 'regularization', 'tokenizer', 'gym', 'model', 'sft', 'rollout', 'grpo',
-                    'evaluation', 'experiments')
+RUN_FORMAT = 2  # bump when the content of a saved run changes
+# RunSpec fields that choose chapter 10's covariance-aware policy loss rather than an RLConfig setting
+POLICY_LOSS_FIELDS = {'loss_variant': 'variant', 'cov_fraction': 'fraction', 'cov_bounds': 'bounds',
+                      'kl_cov_coef': 'kl_coef'}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,14 +47,24 @@ class RunSpec:
             raise ValueError(f"RunSpec.reference must be 'start' or 'rl_base', got {self.reference!r}")
         if self.steps < 1:
             raise ValueError(f'RunSpec.steps must be at least 1, got {self.steps}')
-        arl.RLConfig(seed=self.seed, **dict(self.fields))  # validates the fields now, not in a worker
+        self.config()  # validates the fields now, not in a worker
+        self.policy_loss()
         for probe in self.probes:
             if probe != 'covariance' and not re.fullmatch(r'heldout:[1-9]\d*', probe):
                 raise ValueError(f"RunSpec.probes: unknown probe {probe!r}; allowed: 'heldout:N' (N >= 1), 'covariance'")
 
     def config(self):
-        """The run's RLConfig."""
-        return arl.RLConfig(seed=self.seed, **dict(self.fields))
+        """The run's RLConfig (the fields that are GRPO settings)."""
+        return RLConfig(seed=self.seed, **{k: v for k, v in self.fields if k not in POLICY_LOSS_FIELDS})
+
+    def policy_loss(self):
+        """train_regularized's policy_loss option from the covariance fields, or None for plain PPO."""
+        chosen = {POLICY_LOSS_FIELDS[k]: v for k, v in self.fields if k in POLICY_LOSS_FIELDS}
+        if not chosen or chosen.get('variant', 'clip') == 'clip':
+            if len(chosen) > (1 if 'variant' in chosen else 0):
+                raise ValueError(f'RunSpec.fields {sorted(chosen)} need loss_variant in {COV_VARIANTS}')
+            return None
+        return chosen
 
     def describe(self):
         """A JSON-able description of everything that determines the run (not its label), the init run's included."""
@@ -87,27 +104,8 @@ def scale_arms(seed=0):
 @lru_cache(maxsize=1)
 def substrate():
     """(tokenizer, train tasks, held-out tasks, RL base) as the chapter sets them up; built once per process."""
-    tok = arl.build_tokenizer(arl.make_tasks('all'))
-    return tok, arl.make_tasks('train'), arl.make_tasks('heldout'), arl.make_rl_base(tok)
-
-
-def runs_dir():
-    """Where finished runs are saved: $AGENTRL_RUNS_DIR, else $AGENTRL_CACHE_DIR/runs, else <repo>/.cache/agentrl/runs."""
-    if os.environ.get('AGENTRL_RUNS_DIR'):
-        return Path(os.environ['AGENTRL_RUNS_DIR'])
-    root = os.environ.get('AGENTRL_CACHE_DIR', Path(__file__).resolve().parents[1] / '.cache' / 'agentrl')
-    return Path(root) / 'runs'
-
-
-@lru_cache(maxsize=1)
-def code_fingerprint():
-    """Hash of the source of every module a run's numbers depend on."""
-    digest = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for module in TRAINING_MODULES:
-        path = here / f'{module}.py'
-        digest.update(module.encode() + (path.read_bytes() if path.exists() else b''))
-    return digest.hexdigest()
+    tok = build_tokenizer(make_tasks('all'))
+    return tok, make_tasks('train'), make_tasks('heldout'), make_rl_base(tok)
 
 
 def model_fingerprint(model):
@@ -147,45 +145,59 @@ def load_run(spec):
 
 def train_and_evaluate(spec):
     """Train spec from its starting weights, evaluate on the held-out tasks -> dict(history, metrics, vocab_size, state_dict)."""
-    torch.set_num_threads(1)
     tok, train_tasks, heldout_tasks, rl_base = substrate()
+    with fixed_threads(TRAIN_THREADS):  # training and the final evaluation alike
+        return _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base)
+
+
+def _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base):
     model = copy.deepcopy(rl_base)
     if spec.init is not None:
         model.load_state_dict(ensure_run(spec.init)['state_dict'])
     reference = copy.deepcopy(rl_base).eval() if spec.reference == 'rl_base' else None
-    probe = make_probe(spec.probes, rl_base, heldout_tasks, tok, spec.config().temperature) if spec.probes else None
-    history = arl.train_regularized(model, train_tasks, tok, spec.config(), spec.steps, entropy_coef=spec.entropy_coef,
-                                    kl_in_reward=spec.kl_in_reward, ref_model=reference, kl_target=spec.kl_target,
-                                    probe=probe)
-    metrics = arl.diversity(model, rl_base, heldout_tasks, tok)
+    cfg = spec.config()
+    probes = [Probe(spec.probes, rl_base, heldout_tasks, tok, cfg.temperature)] if spec.probes else []
+    history = train_regularized(model, train_tasks, tok, cfg, spec.steps, entropy_coef=spec.entropy_coef,
+                                kl_in_reward=spec.kl_in_reward, ref_model=reference, kl_target=spec.kl_target,
+                                policy_loss=spec.policy_loss(), plugins=probes, label=f'run {spec.name!r}')
+    metrics = diversity(model, rl_base, heldout_tasks, tok)
     return dict(history=history, metrics=metrics, vocab_size=len(tok), state_dict=model.state_dict())
 
 
-def make_probe(names, rl_base, heldout_tasks, tok, temperature):
-    """A train_regularized probe for the named measurements; none of them draws from the training random streams."""
-    every = [int(n.split(':')[1]) for n in names if n.startswith('heldout:')]
-    counter = iter(range(10 ** 9))
+class Probe(Plugin):
+    """Measurements during training, none of which draws from the training random streams.
 
-    def probe(model, batch, advantages):
-        step, out = next(counter), {}
-        if every and step % every[0] == 0:  # the policy as it is at the start of this step
-            metrics = arl.diversity(model, rl_base, heldout_tasks, tok)
-            out.update(heldout_pass1=metrics['pass1'], heldout_pass8=metrics['pass8'])
-        if 'covariance' not in names:
-            return lambda model: out
-        ids, mask = batch['ids'], batch['action_mask']
-        with torch.no_grad():
-            logits = model(ids)[:, :-1] / temperature  # [B, T-1, V]
-            logp = arl.selected_log_probs(logits, ids[:, 1:])
-            before = arl.entropy_bonus(logits, mask).item()
-            cov = arl.masked_mean(arl.centered_cross_product(logp, advantages, mask), mask).item()
+    'heldout:N': held-out pass@1 and pass@8 of the policy as it is at the start of every N-th step
+    ('probe_pass1', 'probe_pass8'); 'covariance': the batch's mean centred cross-product of log-prob and
+    advantage before the update, and the change of the policy-token entropy the update causes.
+    """
 
-        def after(model):
+    def __init__(self, names, rl_base, heldout_tasks, tok, temperature):
+        every = [int(n.split(':')[1]) for n in names if n.startswith('heldout:')]
+        self.every = every[0] if every else None
+        self.covariance = 'covariance' in names
+        self.rl_base, self.heldout_tasks, self.tok, self.temperature = rl_base, heldout_tasks, tok, temperature
+
+    def before_update(self, model, batch, advantages, record):
+        self.seen = {}
+        if self.every and record['step'] % self.every == 0:
+            metrics = diversity(model, self.rl_base, self.heldout_tasks, self.tok)
+            self.seen.update(probe_pass1=metrics['pass1'], probe_pass8=metrics['pass8'])
+        if self.covariance:
+            self.ids, self.mask = batch['ids'], batch['action_mask']
             with torch.no_grad():
-                change = arl.entropy_bonus(model(ids)[:, :-1] / temperature, mask).item() - before
-            return dict(out, covariance=cov, entropy_change=change, entropy_before=before)
-        return after
-    return probe
+                logits = model(self.ids)[:, :-1] / self.temperature  # [B, T-1, V]
+                logp = selected_log_probs(logits, self.ids[:, 1:])
+                self.entropy_before = entropy_bonus(logits, self.mask).item()
+                self.seen['covariance'] = masked_mean(centered_cross_product(logp, advantages, self.mask),
+                                                      self.mask).item()
+
+    def after_update(self, model, record):
+        if self.covariance:
+            with torch.no_grad():
+                after = entropy_bonus(model(self.ids)[:, :-1] / self.temperature, self.mask).item()
+            self.seen.update(entropy_change=after - self.entropy_before, entropy_before=self.entropy_before)
+        record.update(self.seen)
 
 
 def ensure_run(spec):

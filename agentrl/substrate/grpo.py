@@ -1,0 +1,329 @@
+"""The one GRPO engine of the project (chapter 9): settings, advantages, the clipped surrogate, the update, the loop.
+
+Extra terms join the engine as plug-ins (subclasses of `Plugin`) instead of copies of the loop: a plug-in
+can shape rewards, reshape the per-token surrogate, add to the loss, measure before and after each update,
+and adjust its own coefficients between steps. Chapter 9's own KL-to-reference term is such a plug-in
+(`ReferenceKL`); chapter 10's regularisers live in agentrl.ch10.regularizers and use the same hooks.
+"""
+import copy
+import dataclasses
+
+import torch
+
+from agentrl.core.kl import KL_KINDS, check_kl_kind, kl_penalty
+from agentrl.core.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs
+from agentrl.progress import progress
+from agentrl.substrate.gym import make_env, make_tasks
+from agentrl.substrate.rollout import behavior_stats, collate, sample_groups, sample_step
+
+TRAIN_THREADS = 1  # torch threads while training: fixed, so results never depend on the caller's thread count
+
+
+@dataclasses.dataclass(frozen=True)
+class RLConfig:
+    """GRPO settings (the book's defaults); bad values raise ValueError naming the field and its allowed range."""
+    seed: int = 0  # seeds torch's global RNG and the training generator (task draws, sampling, minibatches)
+    lr: float = 5e-4  # Adam learning rate, > 0
+    epochs: int = 1  # passes over each step's batch, >= 1
+    minibatches: int = 2  # minibatches per pass (one optimizer step each), >= 1
+    temperature: float = 1.0  # sampling temperature; training log-probs use logits / temperature too; > 0
+    kl_coef: float = 0.0  # weight of the KL-to-reference term in the loss, >= 0 (0 = off)
+    kl_kind: str = 'k3'  # KL estimator: 'k1', 'k2', 'k3' (rl_update) or chapter 10's 'k1+', 'k3+'
+    clip_low: float = 0.2  # PPO clip below: ratio >= 1 - clip_low counts; in (0, 1)
+    clip_high: float = 0.2  # PPO clip above: ratio <= 1 + clip_high counts; > 0
+    max_grad_norm: float = 1.0  # gradient clipping by global norm, > 0
+    group_size: int = 8  # episodes per task (one GRPO group), >= 2
+    tasks_per_step: int = 8  # tasks drawn per step (8 x 8 = 64 episodes), >= 1
+    max_redraws: int = 3  # extra task draws when no group of a step has a reward spread, >= 0
+    max_turns: int = 6  # tool calls per episode before the episode is cut, >= 1
+    max_call_words: int = 6  # words per tool call including ';', >= 2
+    eval_every: int = 20  # held-out evaluation after every this many steps, >= 0 (0 = never)
+    eval_group_size: int = 16  # attempts per held-out task in that evaluation, >= 1
+    eval_seed: int = 0  # seed of the evaluation's own generator (the training streams are not touched)
+
+    def __post_init__(self):
+        def check(name, ok, allowed):
+            if not ok:
+                raise ValueError(f'RLConfig.{name} must be {allowed}, got {getattr(self, name)!r}')
+
+        for name in ('seed', 'epochs', 'minibatches', 'group_size', 'tasks_per_step', 'max_redraws', 'max_turns',
+                     'max_call_words', 'eval_every', 'eval_group_size', 'eval_seed'):
+            check(name, isinstance(getattr(self, name), int) and not isinstance(getattr(self, name), bool), 'an int')
+        for name in ('lr', 'temperature', 'kl_coef', 'clip_low', 'clip_high', 'max_grad_norm'):
+            value = getattr(self, name)
+            check(name, isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+                  and abs(value) != float('inf'), 'a finite number')
+        check('lr', self.lr > 0, '> 0')
+        check('epochs', self.epochs >= 1, '>= 1')
+        check('minibatches', self.minibatches >= 1, '>= 1')
+        check('temperature', self.temperature > 0, '> 0')
+        check('kl_coef', self.kl_coef >= 0, '>= 0')
+        try:
+            check_kl_kind(self.kl_kind)
+        except ValueError as error:
+            raise ValueError(f'RLConfig.kl_kind: {error}') from None
+        check('clip_low', 0 < self.clip_low < 1, 'in (0, 1)')
+        check('clip_high', self.clip_high > 0, '> 0')
+        check('max_grad_norm', self.max_grad_norm > 0, '> 0')
+        check('group_size', self.group_size >= 2, '>= 2')
+        check('tasks_per_step', self.tasks_per_step >= 1, '>= 1')
+        check('max_redraws', self.max_redraws >= 0, '>= 0')
+        check('max_turns', self.max_turns >= 1, '>= 1')
+        check('max_call_words', self.max_call_words >= 2, '>= 2')
+        check('eval_every', self.eval_every >= 0, '>= 0')
+        check('eval_group_size', self.eval_group_size >= 1, '>= 1')
+
+
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The loss became NaN or infinite; the model was not updated with it."""
+
+
+class Plugin:
+    """A term that joins the GRPO engine. Every hook does nothing here; a plug-in overrides the ones it needs.
+
+    Hooks are called in this order on each step: shape_rewards, before_update, [prepare, then per minibatch
+    reshape_surrogate and extend_loss], after_update, end_step. None of them may draw from the training
+    random streams (torch's global RNG or the training generator).
+    """
+    acts_alone = False  # True: the engine updates even on a step where no group has a reward spread
+    replaces_reference_kl = False  # True: this plug-in is the run's KL term (the engine adds no ReferenceKL)
+
+    def begin(self, model, cfg):
+        """Once, before the first step (e.g. freeze a copy of the starting policy)."""
+
+    def shape_rewards(self, batch, record):
+        """Change batch['rewards'] [B] in place before advantages are computed; log into record."""
+
+    def before_update(self, model, batch, advantages, record):
+        """Measure the policy before this step's update (must not touch the model)."""
+
+    def prepare(self, ids, cfg):
+        """Once per update, without gradients, before the minibatches (e.g. reference log-probs of ids [B, T])."""
+
+    def reshape_surrogate(self, surrogate, logp, old_logp, advantages, mask, stats):
+        """The per-token surrogate [b, T] to maximise (default: unchanged); may add entries to stats."""
+        return surrogate
+
+    def extend_loss(self, loss, rows, logits, logp, mask, stats):
+        """The minibatch loss with this term added (default: unchanged); rows index the update's batch."""
+        return loss
+
+    def after_update(self, model, record):
+        """Measure the policy after this step's update; log into record."""
+
+    def end_step(self, record):
+        """After the step is logged: e.g. a controller adjusting a coefficient for the next step."""
+
+
+class ReferenceKL(Plugin):
+    """KL to a frozen reference policy in the loss: + coef * masked mean of estimator(logp, ref_logp, kind).
+
+    Chapter 9 uses it with kl_penalty (k1, k2, k3); chapter 10 passes kl_estimate for its '+' kinds.
+    """
+    acts_alone = True  # the KL pulls towards the reference even when the rewards carry no signal
+    replaces_reference_kl = True
+
+    def __init__(self, reference, coef, kind, estimator=kl_penalty):
+        self.reference, self.coef, self.kind, self.estimator = reference, coef, kind, estimator
+        self.ref_logp = None
+
+    def begin(self, model, cfg):
+        if self.reference is None:
+            self.reference = copy.deepcopy(model).eval()  # the starting policy, frozen
+
+    def prepare(self, ids, cfg):
+        self.ref_logp = selected_log_probs(self.reference(ids)[:, :-1] / cfg.temperature, ids[:, 1:])  # [B, T-1]
+
+    def extend_loss(self, loss, rows, logits, logp, mask, stats):
+        per_token = self.estimator(logp, self.ref_logp[rows], self.kind)  # [b, T-1]
+        kl = masked_mean(per_token, mask)
+        stats['kl_ref'] = kl.item()
+        return loss + self.coef * kl
+
+
+def compute_advantages(batch, cfg):
+    """GRPO advantages [B]: each reward minus its group's mean, over the group's std; 0 for groups of equal rewards.
+
+    Groups are cfg.group_size contiguous rows of batch['rewards'] [B].
+    """
+    rewards = batch['rewards']
+    if len(rewards) % cfg.group_size:
+        raise ValueError(f'{len(rewards)} rewards do not split into groups of group_size={cfg.group_size}')
+    if len(rewards) == 0:
+        return rewards.clone()
+    grouped = rewards.view(-1, cfg.group_size)  # [G, group_size]
+    centered = grouped - grouped.mean(dim=1, keepdim=True)
+    return (centered / (grouped.std(dim=1, keepdim=True) + 1e-6)).view(-1)  # [B]
+
+
+def policy_loss(logp, old_logp, advantages, mask, cfg, plugins=()):
+    """PPO clipped surrogate: logp, old_logp, mask [B, T], advantages [B] -> (scalar loss, dict of float stats).
+
+    ratio = exp(logp - old_logp) counts inside [1 - cfg.clip_low, 1 + cfg.clip_high]; the loss is the
+    masked mean over policy tokens of -min(ratio * A, clip(ratio) * A), after each plug-in's
+    reshape_surrogate. clip_frac is the share of policy tokens whose gradient the clip removes
+    (A > 0 above the range, A < 0 below it).
+    """
+    check_same_shape('logp', logp, 'old_logp', old_logp)
+    check_same_shape('logp', logp, 'mask', mask)
+    adv = advantages[:, None]  # [B, 1]
+    ratio = torch.exp(logp - old_logp)  # [B, T]
+    bounded = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
+    surrogate = torch.minimum(ratio * adv, bounded * adv)  # [B, T]
+    stats = {}
+    for plugin in plugins:
+        surrogate = plugin.reshape_surrogate(surrogate, logp, old_logp, advantages, mask, stats)
+    loss = -masked_mean(surrogate, mask)
+    with torch.no_grad():
+        too_high = (ratio > 1 + cfg.clip_high) & (adv > 0)  # pushed up past the range: no gradient
+        too_low = (ratio < 1 - cfg.clip_low) & (adv < 0)  # pushed down past the range: no gradient
+        stats = dict(pg_loss=loss.item(),
+                     clip_frac=masked_mean((too_high | too_low).float(), mask).item(),
+                     clip_high_frac=masked_mean(too_high.float(), mask).item(),
+                     clip_low_frac=masked_mean(too_low.float(), mask).item(),
+                     ratio=masked_mean(ratio, mask).item(),
+                     approx_kl_old=masked_mean(torch.expm1(old_logp - logp) - (old_logp - logp), mask).item(),
+                     **stats)
+    return loss, stats
+
+
+def _reference_plugins(ref_model, cfg):
+    """Chapter 9's KL term as a plug-in list: present when a reference is given and cfg.kl_coef > 0."""
+    if ref_model is None or not cfg.kl_coef:
+        return []
+    if cfg.kl_kind not in KL_KINDS:
+        raise ValueError(f"rl_update's KL term uses kl_penalty, which takes {', '.join(KL_KINDS)}; got kl_kind="
+                         f"{cfg.kl_kind!r} (the '+' kinds are chapter 10's kl_estimate)")
+    return [ReferenceKL(ref_model, cfg.kl_coef, cfg.kl_kind)]
+
+
+def rl_update(model, optimizer, batch, advantages, cfg, ref_model=None, generator=None, plugins=None):
+    """One GRPO update on a batch: cfg.epochs x cfg.minibatches clipped-surrogate steps -> averaged stats.
+
+    old_logp is recomputed with the model; log-probs use logits / cfg.temperature. Without `plugins`,
+    chapter 9's KL to ref_model (kl_penalty(cfg.kl_kind), masked mean) joins the loss when ref_model is
+    given and cfg.kl_coef > 0; with `plugins`, exactly those terms join it. 'entropy' is the full-vocabulary
+    entropy over policy tokens of each minibatch before its step. A NaN or infinite loss raises
+    NonFiniteLossError before any weight changes.
+    """
+    plugins = _reference_plugins(ref_model, cfg) if plugins is None else list(plugins)
+    ids, mask = batch['ids'], batch['action_mask']  # [B, T], [B, T-1]
+    with torch.no_grad():
+        old_logp = selected_log_probs(model(ids)[:, :-1] / cfg.temperature, ids[:, 1:])  # [B, T-1]
+        for plugin in plugins:
+            plugin.prepare(ids, cfg)
+    per_minibatch = []
+    for _ in range(cfg.epochs):
+        for rows in torch.randperm(len(ids), generator=generator).chunk(cfg.minibatches):
+            logits = model(ids[rows])[:, :-1] / cfg.temperature  # [b, T-1, V]
+            logp = selected_log_probs(logits, ids[rows, 1:])  # [b, T-1]
+            loss, stats = policy_loss(logp, old_logp[rows], advantages[rows], mask[rows], cfg, plugins)
+            for plugin in plugins:
+                loss = plugin.extend_loss(loss, rows, logits, logp, mask[rows], stats)
+            if 'entropy' not in stats:  # a plug-in that uses the entropy logs it; otherwise measure it here
+                with torch.no_grad():
+                    stats['entropy'] = masked_mean(entropy_from_logits(logits), mask[rows]).item()
+            if not torch.isfinite(loss):
+                raise NonFiniteLossError(f'the loss is {loss.item()}; the model was not updated')
+            optimizer.zero_grad()
+            loss.backward()
+            stats['grad_norm'] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+            optimizer.step()
+            per_minibatch.append(stats)
+    return {key: sum(s[key] for s in per_minibatch) / len(per_minibatch) for key in per_minibatch[0]}
+
+
+def skipped_update(model, batch, cfg):
+    """The stats of a step that makes no update: the batch's policy-token entropy (as rl_update logs it), grad_norm 0."""
+    with torch.no_grad():
+        logits = model(batch['ids'])[:, :-1] / cfg.temperature  # [B, T-1, V]
+        return dict(entropy=masked_mean(entropy_from_logits(logits), batch['action_mask']).item(), grad_norm=0.0)
+
+
+def heldout_pass_at_1(model, tok, cfg, tasks=None, attempts=None, seed=None):
+    """Mean over held-out tasks of the share of `attempts` episodes (default cfg.eval_group_size) that pass.
+
+    Samples at cfg.temperature with its own generator seeded `seed` (default cfg.eval_seed); it does not
+    touch the model, torch's global RNG or any training generator.
+    """
+    tasks = make_tasks('heldout') if tasks is None else tasks
+    eval_cfg = dataclasses.replace(cfg, group_size=attempts or cfg.eval_group_size)
+    generator = torch.Generator().manual_seed(cfg.eval_seed if seed is None else seed)
+    trajs = sample_groups(model, lambda: make_env(eval_cfg), tasks, tok, eval_cfg, generator)
+    return sum(t.reward for t in trajs) / len(trajs)
+
+
+class fixed_threads:
+    """Run torch on `count` threads inside the block, then restore the caller's setting."""
+
+    def __init__(self, count):
+        self.count = count
+
+    def __enter__(self):
+        self.saved = torch.get_num_threads()
+        torch.set_num_threads(self.count)
+
+    def __exit__(self, *exc):
+        torch.set_num_threads(self.saved)
+
+
+def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='GRPO'):
+    """GRPO for `steps` steps with the given plug-ins -> history (one dict of stats per step).
+
+    Per step: sample cfg.tasks_per_step tasks x cfg.group_size episodes, let plug-ins shape the rewards,
+    compute group advantages, update (rl_update), log. Chapter 9's KL term is added when cfg.kl_coef > 0
+    unless a plug-in is the run's KL term. A step where no group has a reward spread (even after
+    sample_step's redraws) updates on the whole draw (advantages all 0) only if some plug-in acts alone,
+    and makes no optimizer step otherwise ('signal' 0 in its record). Every cfg.eval_every steps the
+    record gets held-out pass@1 ('heldout_pass1', on eval_tasks, default make_tasks('heldout')) from its
+    own generator. A NaN or infinite loss stops training with NonFiniteLossError naming `label` and the
+    step, before the weights change. Torch runs on TRAIN_THREADS threads meanwhile.
+    """
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
+        raise ValueError(f'steps must be an int >= 0, got {steps!r}')
+    plugins = list(plugins)
+    if cfg.kl_coef and not any(p.replaces_reference_kl for p in plugins):
+        plugins.append(ReferenceKL(None, cfg.kl_coef, _checked_kind(cfg.kl_kind)))
+    with fixed_threads(TRAIN_THREADS):
+        torch.manual_seed(cfg.seed)
+        gen = torch.Generator().manual_seed(cfg.seed)  # task draws, sampling, minibatch order: one stream
+        for plugin in plugins:
+            plugin.begin(model, cfg)
+        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        acts_alone = any(p.acts_alone for p in plugins)
+        history = []
+        for step in progress(range(steps), desc=label):
+            kept, sampled = sample_step(model, lambda: make_env(cfg), tasks, tok, cfg, gen)
+            record = dict(step=step, **behavior_stats(sampled))
+            record['signal'] = float(bool(kept))  # 0: no group had a reward spread
+            batch = collate(kept or sampled, tok.pad_id)
+            for plugin in plugins:
+                plugin.shape_rewards(batch, record)
+            advantages = compute_advantages(batch, cfg)
+            for plugin in plugins:
+                plugin.before_update(model, batch, advantages, record)
+            try:
+                if kept or acts_alone:
+                    record.update(rl_update(model, optimizer, batch, advantages, cfg, generator=gen, plugins=plugins))
+                else:  # nothing to learn from: no step (an Adam step on a zero gradient would still move the weights)
+                    record.update(skipped_update(model, batch, cfg))
+            except NonFiniteLossError as error:
+                raise NonFiniteLossError(f'{label}, step {step}: {error}') from error
+            for plugin in plugins:
+                plugin.after_update(model, record)
+            if cfg.eval_every and (step + 1) % cfg.eval_every == 0:
+                record['heldout_pass1'] = heldout_pass_at_1(model, tok, cfg, eval_tasks)
+            for plugin in plugins:
+                plugin.end_step(record)
+            history.append(record)
+    return history
+
+
+def _checked_kind(kind):
+    """kind if chapter 9's kl_penalty takes it, else a ValueError pointing to chapter 10's estimators."""
+    if kind not in KL_KINDS:
+        raise ValueError(f"train_rl's KL term uses kl_penalty, which takes {', '.join(KL_KINDS)}; got kl_kind="
+                         f"{kind!r} (the '+' kinds need chapter 10's train_regularized)")
+    return kind
