@@ -23,9 +23,10 @@ from agentrl.substrate.model import ModelConfig, TinyAgent, count_parameters  # 
 from agentrl.substrate.sft import Habits, SFTConfig, make_rl_base  # noqa: E402
 from agentrl.substrate.rollout import (Trajectory, behavior_stats, collate, run_episodes, sample_groups,  # noqa: E402
                                        sample_step)
-from agentrl.substrate.grpo import (NonFiniteLossError, RLConfig, compute_advantages, heldout_pass_at_1,  # noqa: E402
-                                    policy_loss, rl_update, skipped_update, train_rl)
-from agentrl.ch10.regularizers import (adapt_kl_coef, centered_cross_product, clip_cov_selection,  # noqa: E402
-                                       entropy_bonus, kl_cov_selection, regularized_update, sequence_kl,
+from agentrl.substrate.grpo import (NonFiniteLossError, Plugin, ReferenceKL, RLConfig, compute_advantages,  # noqa: E402
+                                    heldout_pass_at_1, policy_loss, rl_update, skipped_update, train_rl)
+from agentrl.ch10.regularizers import (AdaptiveKL, CovariancePolicyLoss, EntropyBonus, KLInReward,  # noqa: E402
+                                       adapt_kl_coef, centered_cross_product, chapter_plugins, clip_cov_selection,
+                                       entropy_bonus, is_finite_number, kl_cov_selection, regularized_update, sequence_kl,
                                        train_regularized)
 from agentrl.ch10.evaluation import diversity  # noqa: E402

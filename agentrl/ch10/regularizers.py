@@ -127,7 +127,8 @@ def kl_cov_selection(cov, mask, fraction):
     return chosen.view_as(mask)
 
 
-def _is_number(value):
+def is_finite_number(value):
+    """True for an int or float (not a bool) that is neither NaN nor infinite."""
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -142,12 +143,12 @@ class CovariancePolicyLoss(Plugin):
     def __init__(self, variant, fraction=2e-4, bounds=(1.0, 5.0), kl_coef=1.0):
         if variant not in COV_VARIANTS:
             raise ValueError(f'policy-loss variant must be one of {", ".join(map(repr, COV_VARIANTS))}, got {variant!r}')
-        if not (_is_number(fraction) and 0 <= fraction <= 1):
+        if not (is_finite_number(fraction) and 0 <= fraction <= 1):
             raise ValueError(f'cov_fraction must be a number in [0, 1] (2e-4 means 0.02%), got {fraction!r}')
-        if not (isinstance(bounds, tuple) and len(bounds) == 2 and all(_is_number(b) for b in bounds)
+        if not (isinstance(bounds, tuple) and len(bounds) == 2 and all(is_finite_number(b) for b in bounds)
                 and bounds[0] <= bounds[1]):
             raise ValueError(f'cov_bounds must be a pair (low, high) of finite numbers with low <= high, got {bounds!r}')
-        if not (_is_number(kl_coef) and kl_coef >= 0):
+        if not (is_finite_number(kl_coef) and kl_coef >= 0):
             raise ValueError(f'kl_cov_coef must be a finite number >= 0, got {kl_coef!r}')
         self.variant, self.fraction, self.bounds, self.kl_coef = variant, fraction, bounds, kl_coef
         self.seed = 0
@@ -173,9 +174,9 @@ class CovariancePolicyLoss(Plugin):
 
 def chapter_plugins(cfg, entropy_coef=0.0, kl_in_reward=False, ref_model=None, kl_target=None, policy_loss=None):
     """The plug-ins for one of the chapter's settings, in the order their loss terms are added."""
-    if not _is_number(entropy_coef) or entropy_coef < 0:
+    if not is_finite_number(entropy_coef) or entropy_coef < 0:
         raise ValueError(f'entropy_coef must be a finite number >= 0, got {entropy_coef!r}')
-    if kl_target is not None and (not _is_number(kl_target) or kl_target <= 0 or not cfg.kl_coef or kl_in_reward):
+    if kl_target is not None and (not is_finite_number(kl_target) or kl_target <= 0 or not cfg.kl_coef or kl_in_reward):
         raise ValueError(f'kl_target={kl_target} needs kl_target > 0, a KL in the loss and a starting kl_coef > 0 '
                          f'(got kl_coef={cfg.kl_coef}, kl_in_reward={kl_in_reward})')
     plugins = []

@@ -11,7 +11,7 @@ def estimator_moments(logp, ref_logp):
     for kind in KL_KINDS:
         draw = kl_penalty(logp, ref_logp, kind)  # [K]: what the estimator reports if x is sampled
         centre = (pi * draw).sum()
-        spread = (pi * (draw - centre) ** 2).sum().sqrt()
+        spread = (pi * (draw - centre).square()).sum().sqrt()
         table[kind] = centre.item(), spread.item()
     return table
 
@@ -22,9 +22,9 @@ def expected_loss_grad(theta, ref_logp, kind):
     The sampling weights enter as constants, exactly as in a real batch: autograd follows k(x) through
     log pi(x) and never through the fact that pi chose x.
     """
-    logp = torch.log_softmax(theta, -1)  # [K]
+    logp = theta.log_softmax(-1)  # [K]
     frozen = logp.exp().detach()  # [K], how often each x shows up in the batch
-    surrogate = (frozen * kl_estimate(logp, ref_logp, kind)).sum()
+    surrogate = torch.sum(frozen * kl_estimate(logp, ref_logp, kind))
     (grad,) = torch.autograd.grad(surrogate, theta)
     return grad
 
@@ -34,7 +34,7 @@ def kl_grads(theta, ref_logp):
     def divergence(log_a, log_b):  # KL(a || b) from log-probs [K]
         return (log_a.exp() * (log_a - log_b)).sum()
 
-    logp = torch.log_softmax(theta, -1)
+    logp = theta.log_softmax(-1)
     (reverse,) = torch.autograd.grad(divergence(logp, ref_logp), theta, retain_graph=True)
     (forward,) = torch.autograd.grad(divergence(ref_logp, logp), theta)
     return reverse, forward

@@ -51,4 +51,5 @@ def kl_estimate(logp, ref_logp, kind='k3'):
         return kl_penalty(logp, ref_logp, kind)
     shown = kl_penalty(logp, ref_logp, kind[:-1]).detach()
     carrier = kl_penalty(logp, ref_logp, 'k2')
-    return carrier - carrier.detach() + shown  # forward: shown; backward: d k2
+    # forward value: shown; backward: the gradient of k2
+    return carrier - carrier.detach() + shown
