@@ -4,7 +4,7 @@ import torch
 
 import agentrl as arl
 
-from agentrl.regularization import centered_cross_product, clip_cov_selection, kl_cov_selection
+from agentrl.ch10.regularizers import centered_cross_product, clip_cov_selection, kl_cov_selection
 
 MASK = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])  # 7 policy tokens, one padding position
 
@@ -53,11 +53,11 @@ def test_policy_loss_kl_cov_penalises_exactly_the_top_tokens():
     logp, old_logp, adv, mask = hand_made_batch()
     cov = centered_cross_product(logp, adv, mask)
     top2 = kl_cov_selection(cov, mask, 2 / 7)
-    base_cfg, cfg = arl.RLConfig(), arl.RLConfig(loss_variant='kl_cov', cov_fraction=2 / 7, kl_cov_coef=0.5)
+    cfg, kl_cov = arl.RLConfig(), arl.CovariancePolicyLoss('kl_cov', fraction=2 / 7, kl_coef=0.5)
     grads = {}
-    for name, c in [('clip', base_cfg), ('kl_cov', cfg)]:
+    for name, plugins in [('clip', ()), ('kl_cov', (kl_cov,))]:
         x = logp.clone().requires_grad_(True)
-        loss, stats = arl.policy_loss(x, old_logp, adv, mask, c)
+        loss, stats = arl.policy_loss(x, old_logp, adv, mask, cfg, plugins)
         (grads[name],) = torch.autograd.grad(loss, x)
     extra = grads['kl_cov'] - grads['clip']  # the penalty's gradient: 0.5 * sign(logp - old) / 7 on selected tokens
     expected = torch.where(top2, 0.5 * torch.sign(logp - old_logp) / 7, torch.zeros_like(logp))
@@ -67,10 +67,12 @@ def test_policy_loss_kl_cov_penalises_exactly_the_top_tokens():
 
 def test_policy_loss_clip_cov_detaches_exactly_the_drawn_tokens():
     logp, old_logp, adv, mask = hand_made_batch()
-    cfg = arl.RLConfig(loss_variant='clip_cov', cov_fraction=3 / 7 + 1e-9, cov_bounds=(-10.0, 10.0), seed=3)
+    cfg = arl.RLConfig(seed=3)
+    clip_cov = arl.CovariancePolicyLoss('clip_cov', fraction=3 / 7 + 1e-9, bounds=(-10.0, 10.0))
+    clip_cov.begin(None, cfg)
     x = logp.clone().requires_grad_(True)
     rng = torch.get_rng_state()
-    loss, stats = arl.policy_loss(x, old_logp, adv, mask, cfg)
+    loss, stats = arl.policy_loss(x, old_logp, adv, mask, cfg, [clip_cov])
     assert torch.equal(torch.get_rng_state(), rng)
     (grad,) = torch.autograd.grad(loss, x)
     (plain,) = torch.autograd.grad(arl.policy_loss(x, old_logp, adv, mask, arl.RLConfig())[0], x)
@@ -78,5 +80,14 @@ def test_policy_loss_clip_cov_detaches_exactly_the_drawn_tokens():
     assert int(zeroed.sum()) == 3  # three of the seven policy tokens lose their gradient, the rest keep it exactly
     assert torch.equal(grad[~zeroed], plain[~zeroed])
     assert stats['cov_selected_frac'] == pytest.approx(3 / 7)
-    again = torch.autograd.grad(arl.policy_loss(x, old_logp, adv, mask, cfg)[0], x)[0]
+    again = torch.autograd.grad(arl.policy_loss(x, old_logp, adv, mask, cfg, [clip_cov])[0], x)[0]
     assert torch.equal(again, grad)  # the draw is reproducible and takes nothing from the training streams
+
+
+@pytest.mark.parametrize('options,named', [
+    (dict(variant='clip'), 'variant'), (dict(variant='kl_cov', fraction=True), 'cov_fraction'),
+    (dict(variant='kl_cov', fraction=2.0), 'cov_fraction'), (dict(variant='kl_cov', kl_coef=float('inf')), 'kl_cov_coef'),
+    (dict(variant='clip_cov', bounds=(5.0, 1.0)), 'cov_bounds')])
+def test_bad_covariance_settings_are_refused_where_they_enter(options, named):
+    with pytest.raises(ValueError, match=named):
+        arl.CovariancePolicyLoss(**options)

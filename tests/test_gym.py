@@ -5,7 +5,7 @@ import time
 import pytest
 
 import agentrl as arl
-from agentrl.gym import BREAKS, FIXES, passes_hidden_tests, run_hidden_tests
+from agentrl.substrate.gym import BREAKS, FIXES, passes_hidden_tests, run_hidden_tests
 
 
 def family_lines(task):
@@ -197,7 +197,7 @@ def test_test_results_are_cached_by_source_and_agree_with_running():
 def test_agent_code_that_triggers_a_syntax_warning_prints_nothing(capfd):
     import warnings
 
-    from agentrl.gym import run_hidden_tests
+    from agentrl.substrate.gym import run_hidden_tests
 
     with warnings.catch_warnings():
         warnings.simplefilter('error')  # a warning escaping the gym would raise here

@@ -23,8 +23,8 @@ def no_signal(monkeypatch):
         draws.append(sampled)
         return [], sampled
     monkeypatch.setattr(arl, 'sample_step', without_signal)
-    import agentrl.grpo
-    monkeypatch.setattr(agentrl.grpo, 'sample_step', without_signal)
+    import agentrl.substrate.grpo
+    monkeypatch.setattr(agentrl.substrate.grpo, 'sample_step', without_signal)
     return draws
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import agentrl as arl
-from agentrl import sft
+from agentrl.substrate import sft
 from substrate_fixtures import max_param_difference, tokenizer
 
 TINY = arl.SFTConfig(careful_steps=3, habit_steps=2, batch_size=4)

@@ -1,7 +1,10 @@
 """End to end: supervised fine-tuning makes an agent, and a short GRPO run makes it read and succeed more."""
 import copy
 
+import pytest
 import torch
+
+pytestmark = pytest.mark.slow  # 12 GRPO steps after an SFT
 
 import agentrl as arl
 from substrate_fixtures import tokenizer

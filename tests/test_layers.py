@@ -1,0 +1,90 @@
+"""The package's layers: explicit imports, no cycles, each layer importing only from the layers below it."""
+import ast
+from pathlib import Path
+
+import pytest
+
+from agentrl.fingerprint import TRAINING_MODULES, source_fingerprint
+
+PACKAGE = Path(__file__).resolve().parents[1] / 'agentrl'
+# rank of each part of the package: a module may import only from parts of lower or equal rank
+RANK = {'paths': 0, 'atomic': 0, 'progress': 0, 'fingerprint': 0, 'cpu': 0, 'plotting': 0, 'results': 0,
+        'core': 1, 'substrate': 2, 'ch10': 3, 'build': 4}
+
+
+def modules():
+    return sorted(p for p in PACKAGE.rglob('*.py'))
+
+
+def part(module_name):
+    """'agentrl.substrate.gym' -> 'substrate'; 'agentrl.paths' -> 'paths'."""
+    return module_name.split('.')[1]
+
+
+def imports_of(path):
+    tree = ast.parse(path.read_text())
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == 'agentrl':  # from agentrl import results
+            found += [f'agentrl.{alias.name}' for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('agentrl'):
+            found.append(node.module)
+        elif isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith('agentrl')]
+    return found
+
+
+def name_of(path):
+    return '.'.join(('agentrl',) + path.relative_to(PACKAGE).with_suffix('').parts).removesuffix('.__init__')
+
+
+@pytest.mark.parametrize('path', [p for p in modules() if p.name != '__init__.py' or p.parent != PACKAGE],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_are_explicit_and_go_down_the_layers(path):
+    tree = ast.parse(path.read_text())
+    self_references = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id == 'arl']
+    assert not self_references, f'{path.name} uses arl. on lines {self_references}: use explicit imports'
+    mine = part(name_of(path)) if '.' in name_of(path) else None
+    for target in imports_of(path):
+        assert target != 'agentrl', f'{path.name} imports the package root (a cycle)'
+        assert RANK[part(target)] <= RANK[mine], f'{name_of(path)} ({mine}) imports {target} from a higher layer'
+
+
+def test_there_is_no_import_cycle():
+    graph = {name_of(p): [t for t in imports_of(p) if t != name_of(p)] for p in modules()}
+    state = {}
+
+    def visit(node, trail):
+        if state.get(node) == 'done':
+            return
+        assert state.get(node) != 'open', 'import cycle: ' + ' -> '.join(trail + [node])
+        state[node] = 'open'
+        for nxt in graph.get(node, []):
+            visit(nxt, trail + [node])
+        state[node] = 'done'
+    for node in graph:
+        visit(node, [])
+
+
+def test_no_module_reads_a_path_outside_the_repository():
+    for path in modules():
+        source = path.read_text()
+        assert "'shared'" not in source and 'parents[2]' not in source, f'{path} reaches outside the repository'
+        if path.name != 'paths.py':
+            assert 'parents[' not in source and '__file__' not in source, f'{path}: paths belong in agentrl/paths.py'
+
+
+def test_the_fingerprint_ignores_docstrings_and_comments_but_not_code():
+    code = 'def f(x):\n    """Double x."""\n    return 2 * x  # twice\n'
+    assert source_fingerprint(code) == source_fingerprint('def f(x):\n    """Twice x, in other words."""\n\n    return 2 * x\n')
+    assert source_fingerprint(code) == source_fingerprint('def f(x):\n    return 2 * x\n')
+    assert source_fingerprint(code) != source_fingerprint('def f(x):\n    """Double x."""\n    return 3 * x\n')
+    assert source_fingerprint(code) != source_fingerprint('def f(y):\n    """Double x."""\n    return 2 * y\n')
+
+
+def test_the_fingerprint_covers_every_module_training_depends_on():
+    listed = set(TRAINING_MODULES) | {'core/exact.py'}  # exact enumerations: used by notebooks, never by training
+    for layer in ('core', 'substrate'):
+        for path in (PACKAGE / layer).glob('*.py'):
+            if path.name != '__init__.py':
+                assert f'{layer}/{path.name}' in listed, f'{layer}/{path.name} is not in the code fingerprint'
