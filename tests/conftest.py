@@ -1,68 +1,82 @@
-"""Shared fixtures: the chapter text, and notebooks executed once per test session into a temporary folder."""
+"""Shared fixtures: notebooks executed once per test session into a temporary folder, their figures and their
+recorded results redirected there too, so a test run never writes into the repository."""
 import os
-from pathlib import Path
+from contextlib import contextmanager
 
 import pytest
 
-from agentrl.report import CHAPTER, chapter_blocks, collapse
-
-REPO = Path(__file__).resolve().parents[1]
-NOTEBOOKS = REPO / 'notebooks'
+from agentrl import results
+from agentrl.paths import NOTEBOOKS, REPO  # noqa: F401  (re-exported for the tests)
 
 
-def chapter_outputs():
-    """{section number like '10.3': [output lines]} from the chapter's 'Output:' blocks, white space collapsed."""
-    if not CHAPTER.is_file():
-        pytest.fail(f'the chapter text is missing: expected it at {CHAPTER}')
-    return {section: [line for block in blocks for line in block] for section, blocks in chapter_blocks().items()}
-
-
-def stream_lines(nb):
-    """Every line a notebook printed to stdout, white space collapsed."""
-    lines = []
-    for cell in nb.cells:
-        for out in cell.get('outputs', []):
-            if out.output_type == 'stream' and out.name == 'stdout':
-                lines.extend(collapse(line) for line in out.text.splitlines() if line.strip())
-    return lines
+@contextmanager
+def environment(name, value):
+    """Set an environment variable for the duration of the block, then restore it."""
+    old = os.environ.get(name)
+    os.environ[name] = str(value)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
 
 
 class NotebookRuns:
-    """Executes notebooks on demand into a temporary folder, once per (notebook, parameters), and caches them."""
+    """Executes notebooks on demand into a temporary folder, once per (notebook, parameters), and caches them.
+
+    Each execution records its results into a folder of its own (AGENTRL_RESULTS_DIR, inherited by the kernel), so
+    a rerun with other parameters never overwrites another run's results.
+    """
 
     def __init__(self, folder):
         self.folder = folder
         self.done = {}
 
+    def _tag(self, parameters):
+        return '-'.join(f'{k}{v}' for k, v in sorted(parameters.items())) or 'default'
+
     def run(self, name, **parameters):
         """The executed notebook `name` (file stem) with the given papermill parameters, as an nbformat node."""
         import nbformat
 
-        from agentrl.notebook_runner import execute_notebook
+        from agentrl.build.notebook_runner import execute_notebook
 
         key = (name, tuple(sorted(parameters.items())))
         if key not in self.done:
-            tag = '-'.join(f'{k}{v}' for k, v in sorted(parameters.items())) or 'default'
-            dest = self.folder / tag / f'{name}.ipynb'
-            execute_notebook(NOTEBOOKS / f'{name}.ipynb', dest, parameters)
+            where = self.folder / self._tag(parameters)
+            dest = where / f'{name}.ipynb'
+            with environment('AGENTRL_RESULTS_DIR', where / 'results'):
+                execute_notebook(NOTEBOOKS / f'{name}.ipynb', dest, parameters)
             self.done[key] = nbformat.read(dest, as_version=4)
         return self.done[key]
+
+    def results(self, name, **parameters):
+        """What the notebook recorded when executed with these parameters (executing it first if needed)."""
+        self.run(name, **parameters)
+        return results.load(name, self.folder / self._tag(parameters) / 'results')
 
 
 @pytest.fixture(scope='session')
 def figures_tmp(tmp_path_factory):
     """A temporary figures folder that executed notebooks write to instead of the repository's figures/."""
     folder = tmp_path_factory.mktemp('figures')
-    old = os.environ.get('AGENTRL_FIGURES_DIR')
-    os.environ['AGENTRL_FIGURES_DIR'] = str(folder)
-    yield folder
-    if old is None:
-        os.environ.pop('AGENTRL_FIGURES_DIR', None)
-    else:
-        os.environ['AGENTRL_FIGURES_DIR'] = old
+    with environment('AGENTRL_FIGURES_DIR', folder):
+        yield folder
 
 
 @pytest.fixture(scope='session')
 def notebook_runs(tmp_path_factory, figures_tmp):
-    """Session-wide executor of notebooks into a temporary folder (figures go to figures_tmp)."""
+    """Session-wide executor of notebooks into a temporary folder (figures go to figures_tmp, results beside each
+    executed notebook)."""
     return NotebookRuns(tmp_path_factory.mktemp('executed'))
+
+
+@pytest.fixture(scope='session', autouse=True)
+def results_tmp(tmp_path_factory):
+    """Anything a test records goes to a temporary folder, never to the committed results/ (tests that read the
+    committed results name agentrl.paths.RESULTS explicitly)."""
+    folder = tmp_path_factory.mktemp('results')
+    with environment('AGENTRL_RESULTS_DIR', folder):
+        yield folder

@@ -1,5 +1,9 @@
 """Shared helpers for the substrate tests (imported explicitly; tests/conftest.py belongs to the notebooks)."""
+import atexit
 import functools
+import shutil
+import tempfile
+from pathlib import Path
 
 import torch
 
@@ -14,10 +18,18 @@ def tokenizer():
     return arl.build_tokenizer(arl.make_tasks('all'))
 
 
-def quick_base(directory):
+@functools.lru_cache(maxsize=None)
+def quick_base_dir():
+    """One temporary cache folder per test process, so the quick base is built once, not once per test module."""
+    folder = Path(tempfile.mkdtemp(prefix='agentrl-quick-base-'))
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
+
+
+def quick_base(directory=None):
     """A quickly fine-tuned TinyAgent (cached in `directory`)."""
     torch.set_num_threads(1)
-    return arl.make_rl_base(tokenizer(), sft_cfg=QUICK_SFT, directory=directory)
+    return arl.make_rl_base(tokenizer(), sft_cfg=QUICK_SFT, directory=directory or quick_base_dir())
 
 
 def max_param_difference(model_a, model_b):

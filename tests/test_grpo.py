@@ -8,12 +8,12 @@ import pytest
 import torch
 
 import agentrl as arl
-from substrate_fixtures import max_param_difference, quick_base, tokenizer
+from substrate_fixtures import max_param_difference, quick_base, quick_base_dir, tokenizer
 
 
 @pytest.fixture(scope='module')
-def base_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp('grpo_cache')
+def base_dir():
+    return quick_base_dir()
 
 
 @pytest.fixture(scope='module')

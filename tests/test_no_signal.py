@@ -9,8 +9,8 @@ from substrate_fixtures import max_param_difference, quick_base, tokenizer
 
 
 @pytest.fixture(scope='module')
-def base(tmp_path_factory):
-    return quick_base(tmp_path_factory.mktemp('base'))
+def base():
+    return quick_base()
 
 
 @pytest.fixture

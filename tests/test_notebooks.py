@@ -1,19 +1,186 @@
-"""Notebooks as tests: the chapter's printed lines, committed outputs equal to a fresh run, seeds, figures."""
+"""Notebooks as tests: the book's exact lines recorded, committed outputs and results equal to a fresh run, seeds,
+figures; the report and the README computed from the recorded results."""
+import json
 import re
-from pathlib import Path
 
 import nbformat
 import pytest
 import torch
 
-from agentrl.notebook_runner import NotebookFailed, execute_notebook, main
-from conftest import NOTEBOOKS, REPO, chapter_outputs, stream_lines
+from agentrl import results
+from agentrl.build import registry
+from agentrl.build.notebook_runner import NotebookFailed, coalesce_streams, execute_notebook, main
+from agentrl.build.report import FAITHFULNESS_BEGIN, FAITHFULNESS_END, Recorded, build_report, faithfulness_summary
+from agentrl.paths import BOOK_OUTPUTS, README, REPRODUCTION, RESULTS
+from conftest import NOTEBOOKS, REPO
 
-EXACT_SECTIONS = {'10.1': '01_bandit_closed_form', '10.2': '02_estimator_moments', '10.3': '03_loss_gradients',
-                  '10.4': '04_reward_vs_loss', '10.5': '05_forward_reverse'}
 ALL_NOTEBOOKS = sorted(p.stem for p in NOTEBOOKS.glob('[0-9][0-9]_*.ipynb'))
+EXACT_BLOCKS = registry.exact_blocks()
 NUMBER = re.compile(r'[-+]?\d+\.\d+(?:e[-+]?\d+)?')
 
+
+def block_id(block):
+    return f'{block.section}-{block.index}-{block.key}'
+
+
+def exact_mismatches(block, lines):
+    """[(row, book line, our line)] for the exact rows of a book block that our recorded lines do not reproduce."""
+    ours = [registry.collapse(line) for line in lines]
+    return [(row, want, ours[row] if row < len(ours) else None)
+            for row, (want, exact) in enumerate(zip(block.lines, block.exact))
+            if exact and (row >= len(ours) or ours[row] != want)]
+
+
+# --- the book's data and the registry --------------------------------------------------------------------------
+
+def test_book_data_names_its_source_and_holds_every_section():
+    data = json.loads(BOOK_OUTPUTS.read_text(encoding='utf-8'))
+    assert data['source']['chapter'] == '10'
+    assert data['source']['chapter_title'] == 'KL, entropy and regularization'
+    assert data['source']['sections'] == [s.number for s in registry.SECTIONS]
+    for block in registry.book_blocks():
+        assert block.lines and all(line == registry.collapse(line) for line in block.lines), block.label()
+    assert sum(map(sum, (b.exact for b in registry.book_blocks()))) > 0
+
+
+def test_book_table_10_7_is_the_first_block_of_10_7():
+    columns, rows = registry.book_table_10_7()
+    block = registry.blocks_of('10.7')[0]
+    assert [' | '.join(columns)] + [' | '.join(row[c] for c in columns) for row in rows] == list(block.lines)
+
+
+def test_every_notebook_is_registered_and_every_registered_notebook_exists():
+    registered = registry.chapter_notebooks() + registry.beyond_notebooks()
+    assert sorted(registered) == ALL_NOTEBOOKS
+
+
+def test_registry_lists_make_targets(capsys):
+    assert registry.main(['--chapter']) == 0
+    assert capsys.readouterr().out.split() == [f'nb-{stem}' for stem in registry.chapter_notebooks()]
+    assert registry.main(['--beyond', '--stems']) == 0
+    assert capsys.readouterr().out.split() == registry.beyond_notebooks()
+
+
+def test_nothing_reads_outside_the_repository():
+    sources = [p for p in (REPO / 'agentrl').rglob('*.py')] + list((REPO / 'tests').glob('*.py'))
+    texts = {p: p.read_text(encoding='utf-8') for p in sources}
+    texts.update({p: '\n'.join(c.source for c in nbformat.read(p, as_version=4).cells) for p in NOTEBOOKS.glob('*.ipynb')})
+    texts[REPO / 'Makefile'] = (REPO / 'Makefile').read_text(encoding='utf-8')
+    outside = re.compile(r"\.\./shared|/ *['\"]shared['\"]|REPO\.parent\b")  # '../shared', REPO.parent / 'shared'
+    found = [f'{p.relative_to(REPO)}: {m.group(0)}' for p, text in texts.items() for m in outside.finditer(text)]
+    assert not found, f'paths outside the repository: {found}'
+
+
+# --- the committed results: every exact line of the book, the report, the README -----------------------------
+
+@pytest.mark.parametrize('block', EXACT_BLOCKS, ids=block_id)
+def test_committed_results_reproduce_the_exact_lines(block):
+    recorded = results.load(block.notebook, RESULTS)
+    assert block.key in recorded, f'{block.notebook} records no {block.key!r} ({block.label()} of the book)'
+    assert all(isinstance(line, str) for line in recorded[block.key])
+    assert not exact_mismatches(block, recorded[block.key]), f'{block.label()}: (row, book, ours) differ'
+
+
+@pytest.mark.parametrize('block', registry.book_blocks(), ids=block_id)
+def test_committed_results_hold_a_block_for_every_book_block(block):
+    lines = results.load(block.notebook, RESULTS).get(block.key)
+    assert lines, f'{block.notebook} records no lines under {block.key!r} for {block.label()}'
+    assert len(lines) == len(block.lines), f'{block.label()}: the book prints {len(block.lines)} lines, we {len(lines)}'
+
+
+def test_committed_report_is_the_one_the_results_give():
+    assert REPRODUCTION.read_text(encoding='utf-8') == build_report(RESULTS), \
+        'REPRODUCTION.md is stale: run `make report`'
+
+
+def test_readme_faithfulness_summary_agrees_with_the_recorded_verdicts():
+    text = README.read_text(encoding='utf-8')
+    assert FAITHFULNESS_BEGIN in text and FAITHFULNESS_END in text, \
+        'README.md lacks the faithfulness markers that `make report` fills in'
+    block = text[text.index(FAITHFULNESS_BEGIN) + len(FAITHFULNESS_BEGIN):text.index(FAITHFULNESS_END)]
+    assert block.strip('\n').splitlines() == faithfulness_summary(Recorded(RESULTS)), \
+        "README.md's faithfulness summary disagrees with results/: run `make report`"
+
+
+def test_every_setting_of_the_book_table_has_our_seed_0_row_and_seed_summary():
+    columns, rows = registry.book_table_10_7()
+    block = registry.blocks_of('10.7')[0]
+    ours = {registry.collapse(line).split(' | ')[0] for line in results.load(block.notebook, RESULTS)[block.key]}
+    summary = results.load(registry.SEED_NOTEBOOK, RESULTS)[registry.SEED_SUMMARY_KEY]
+    spread = {row['setting'] for row in summary['rows']}
+    for row in rows:
+        assert row[columns[0]] in ours and row[columns[0]] in spread, row[columns[0]]
+    assert all(len(row['cells']) == len(columns) - 1 for row in summary['rows'])
+
+
+def test_parameters_cell_comes_first_and_holds_the_seed():
+    for name in ALL_NOTEBOOKS:
+        code = [c for c in nbformat.read(NOTEBOOKS / f'{name}.ipynb', as_version=4).cells if c.cell_type == 'code']
+        assert 'parameters' in code[0].metadata.get('tags', []), f'{name}: first code cell is not tagged parameters'
+        assert re.match(r'seed = 0\b', code[0].source), f'{name}: the parameters cell does not start with seed = 0'
+
+
+# --- fresh runs: the notebooks executed now agree with the book, the committed outputs and the committed results
+
+def code_outputs(nb):
+    """Per code cell: the text of its stream outputs and of its text/plain, text/html and SVG results."""
+    cells = []
+    for cell in nb.cells:
+        if cell.cell_type != 'code':
+            continue
+        parts = []
+        for out in cell.outputs:
+            if out.output_type == 'stream':
+                parts.append((out.name, out.text))
+            elif out.output_type in ('execute_result', 'display_data'):
+                data = out.get('data', {})
+                parts.extend((mime, data[mime]) for mime in ('text/plain', 'text/html', 'image/svg+xml') if mime in data)
+            elif out.output_type == 'error':
+                parts.append(('error', f'{out.ename}: {out.evalue}'))
+        cells.append(parts)
+    return cells
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('block', EXACT_BLOCKS, ids=block_id)
+def test_a_fresh_run_reproduces_the_exact_lines(block, notebook_runs):
+    recorded = notebook_runs.results(block.notebook)
+    assert block.key in recorded, f'{block.notebook} records no {block.key!r} ({block.label()} of the book)'
+    assert not exact_mismatches(block, recorded[block.key]), f'{block.label()}: (row, book, ours) differ'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', ALL_NOTEBOOKS)
+def test_committed_outputs_equal_a_fresh_run(name, notebook_runs):
+    committed = nbformat.read(NOTEBOOKS / f'{name}.ipynb', as_version=4)
+    fresh = notebook_runs.run(name)
+    assert [c.source for c in committed.cells] == [c.source for c in fresh.cells]
+    assert code_outputs(committed) == code_outputs(fresh), f'{name}: committed outputs differ from a fresh run'
+    assert fresh.metadata.get('papermill') is None
+    for cell in fresh.cells:
+        assert not {'papermill', 'execution'} & set(cell.metadata), f'{name}: volatile metadata left in a cell'
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', ALL_NOTEBOOKS)
+def test_committed_results_equal_a_fresh_run(name, notebook_runs):
+    assert results.load(name, RESULTS) == notebook_runs.results(name), \
+        f'results/{name}.json differs from what a fresh run records: run `make nb-{name}`'
+
+
+@pytest.mark.slow
+def test_regenerated_figures_are_byte_identical(notebook_runs, figures_tmp):
+    for name in ALL_NOTEBOOKS:
+        notebook_runs.run(name)
+    made = sorted(figures_tmp.glob('*.svg'))
+    assert {p.name for p in made} >= {'ch10-bandit-tilt.svg', 'ch10-kl-estimators.svg', 'ch10-forward-reverse.svg'}
+    for path in made:
+        committed = REPO / 'figures' / path.name
+        assert committed.is_file(), f'{path.name} is generated but not committed'
+        assert path.read_bytes() == committed.read_bytes(), f'{path.name} differs from the committed figure'
+
+
+# --- seed 1: the notebooks rerun on fresh draws and agree with an independent float64 computation ---------------
 
 def numbers(line):
     """The decimal numbers printed on a line, with their printed precision: [(value, unit of last digit)]."""
@@ -35,67 +202,15 @@ def assert_line_matches(line, expected, label):
         assert abs(value - want) <= 0.6 * unit + 1e-12, f'{label}: printed {value} but computed {want:.6g} in {line!r}'
 
 
-def code_outputs(nb):
-    """Per code cell: the text of its stream outputs and of its text/plain, text/html and SVG results."""
-    cells = []
-    for cell in nb.cells:
-        if cell.cell_type != 'code':
-            continue
-        parts = []
-        for out in cell.outputs:
-            if out.output_type == 'stream':
-                parts.append((out.name, out.text))
-            elif out.output_type in ('execute_result', 'display_data'):
-                data = out.get('data', {})
-                parts.extend((mime, data[mime]) for mime in ('text/plain', 'text/html', 'image/svg+xml') if mime in data)
-            elif out.output_type == 'error':
-                parts.append(('error', f'{out.ename}: {out.evalue}'))
-        cells.append(parts)
-    return cells
+def recorded_block(notebook_runs, section, index, **parameters):
+    """The lines a notebook recorded for one of the book's blocks, white space collapsed."""
+    block = registry.blocks_of(section)[index]
+    return [registry.collapse(line) for line in notebook_runs.results(block.notebook, **parameters)[block.key]]
 
 
-@pytest.mark.parametrize('section', sorted(EXACT_SECTIONS))
-def test_every_chapter_line_is_printed(section, notebook_runs):
-    expected = chapter_outputs()[section]
-    assert expected, f'no output lines found for section {section} in the chapter'
-    printed = set(stream_lines(notebook_runs.run(EXACT_SECTIONS[section])))
-    missing = [line for line in expected if line not in printed]
-    assert not missing, f'{EXACT_SECTIONS[section]} does not print these lines of section {section}: {missing}'
-
-
-@pytest.mark.parametrize('name', ALL_NOTEBOOKS)
-def test_committed_outputs_equal_a_fresh_run(name, notebook_runs):
-    committed = nbformat.read(NOTEBOOKS / f'{name}.ipynb', as_version=4)
-    fresh = notebook_runs.run(name)
-    assert [c.source for c in committed.cells] == [c.source for c in fresh.cells]
-    assert code_outputs(committed) == code_outputs(fresh), f'{name}: committed outputs differ from a fresh run'
-    assert fresh.metadata.get('papermill') is None
-    for cell in fresh.cells:
-        assert not {'papermill', 'execution'} & set(cell.metadata), f'{name}: volatile metadata left in a cell'
-
-
-def test_regenerated_figures_are_byte_identical(notebook_runs, figures_tmp):
-    for name in ALL_NOTEBOOKS:
-        notebook_runs.run(name)
-    made = sorted(figures_tmp.glob('*.svg'))
-    assert {p.name for p in made} >= {'ch10-bandit-tilt.svg', 'ch10-kl-estimators.svg', 'ch10-forward-reverse.svg'}
-    for path in made:
-        committed = REPO / 'figures' / path.name
-        assert committed.is_file(), f'{path.name} is generated but not committed'
-        assert path.read_bytes() == committed.read_bytes(), f'{path.name} differs from the committed figure'
-
-
-def test_parameters_cell_comes_first_and_holds_the_seed():
-    for name in ALL_NOTEBOOKS:
-        code = [c for c in nbformat.read(NOTEBOOKS / f'{name}.ipynb', as_version=4).cells if c.cell_type == 'code']
-        assert 'parameters' in code[0].metadata.get('tags', []), f'{name}: first code cell is not tagged parameters'
-        assert re.match(r'seed = 0\b', code[0].source), f'{name}: the parameters cell does not start with seed = 0'
-
-
-# --- seed 1: the notebooks rerun on fresh draws and agree with an independent float64 computation ---------------
-
+@pytest.mark.slow
 def test_estimator_moments_with_seed_1(notebook_runs):
-    lines = [l for l in stream_lines(notebook_runs.run('02_estimator_moments', seed=1)) if l.startswith('KL ')]
+    lines = recorded_block(notebook_runs, '10.2', 0, seed=1)
     torch.manual_seed(1)
     logp = torch.log_softmax(torch.randn(50).double(), -1)
     noise = torch.randn(50).double()
@@ -118,8 +233,8 @@ def softmax_kl_grads(theta, ref_logp):
     return p * (logp - ref_logp - (p * (logp - ref_logp)).sum()), p - q
 
 
+@pytest.mark.slow
 def test_loss_gradients_with_seed_1(notebook_runs):
-    lines = stream_lines(notebook_runs.run('03_loss_gradients', seed=1))
     torch.manual_seed(1)
     theta = torch.randn(6).double()
     ref = torch.log_softmax(torch.randn(6).double(), -1)
@@ -127,11 +242,11 @@ def test_loss_gradients_with_seed_1(notebook_runs):
     reverse, forward = softmax_kl_grads(theta, ref)
     rel = lambda g, t: ((g - t).norm() / t.norm()).item()
     grads = {'k1': torch.zeros(6, dtype=torch.float64), 'k2': reverse, 'k3': forward, 'k3+': reverse}
-    rows = [l for l in lines if re.match(r'k[123]\+? \| \|E grad\|', l)]
+    rows = recorded_block(notebook_runs, '10.3', 0, seed=1)
     assert [r.split()[0] for r in rows] == ['k1', 'k2', 'k3', 'k3+']
     for row, (kind, g) in zip(rows, grads.items()):
         assert_line_matches(row, [g.norm().item(), rel(g, reverse), rel(g, forward)], f'03 seed 1 {kind}')
-    rows = [l for l in lines if 'gradient error vs reverse KL' in l]
+    rows = recorded_block(notebook_runs, '10.3', 1, seed=1)
     assert len(rows) == 4
     for row, scale in zip(rows, [0.1, 0.5, 1.0, 2.0]):
         ref = torch.log_softmax(theta + scale * noise, -1)
@@ -141,8 +256,9 @@ def test_loss_gradients_with_seed_1(notebook_runs):
                             f'03 seed 1 scale {scale}')
 
 
+@pytest.mark.slow
 def test_reward_vs_loss_with_seed_1(notebook_runs):
-    lines = stream_lines(notebook_runs.run('04_reward_vs_loss', seed=1))
+    rows = recorded_block(notebook_runs, '10.4', 0, seed=1)
     torch.manual_seed(1)
     V = 4
     first, second = torch.randn(V).double(), torch.randn(V, V).double()
@@ -169,7 +285,6 @@ def test_reward_vs_loss_with_seed_1(notebook_runs):
     cases = {'k1': (0 * l1, 0 * l2), 'k2': (-l1, -l2), 'k3': (1 - l1.exp(), 1 - l2.exp()),
              'reward': (-(l1 + l2), -l2)}  # reward: reward-to-go of k1 = -l
     rel = lambda g, t: ((g - t).norm() / t.norm()).item()
-    rows = [l for l in lines if 'error on first-token logits' in l]
     assert [r.split()[0] for r in rows] == list(cases)
     for row, (mode, (c1, c2)) in zip(rows, cases.items()):
         g1, g2 = placement(c1, c2)
@@ -200,32 +315,69 @@ def test_a_failing_notebook_leaves_the_committed_one_untouched(tmp_path, capsys)
     assert 'bad.ipynb: cell 1' in capsys.readouterr().err
 
 
-def test_the_committed_report_is_the_one_the_notebooks_give():
-    from agentrl.report import build_report
-
-    assert (REPO / 'REPRODUCTION.md').read_text(encoding='utf-8') == build_report(), \
-        'REPRODUCTION.md is stale: run `make report`'
-
-
 def test_split_stream_outputs_are_joined():
-    from agentrl.notebook_runner import coalesce_streams
-
     out = [nbformat.v4.new_output('stream', name='stdout', text='a'), nbformat.v4.new_output('stream', name='stdout', text='\n'),
            nbformat.v4.new_output('stream', name='stderr', text='w'), nbformat.v4.new_output('stream', name='stdout', text='b')]
     joined = coalesce_streams(out)
     assert [(o.name, o.text) for o in joined] == [('stdout', 'a\n'), ('stderr', 'w'), ('stdout', 'b')]
 
 
-def test_the_report_sets_the_seed_table_beside_the_book_and_seed_0():
-    from agentrl.report import build_report
+# --- results as data, and the report on hand-made results -------------------------------------------------------
 
-    text = build_report()
-    table = text.split('### Table 1 across seeds', 1)[1].split('###', 1)[0]
-    rows = [line for line in table.splitlines() if line.startswith('| ')][1:]  # after the header
-    sources = [row.split(' | ')[1] for row in rows]
-    assert sources == ['book', 'ours, seed 0', 'ours, 3 seeds (0, 1, 2)'] * 9
-    assert 'missing' not in table
-    claims = text.split('## 10.7', 1)[1].split('## 10.8', 1)[0]
-    assert claims.count(' — across seeds: held on ') >= 14  # every claim of notebook 07 with its seed verdict
-    assert claims.count('seeds (survives)') + claims.count('seeds (seed-dependent)') + \
-        claims.count('seeds (does not survive)') >= 17  # ... and the three re-checks at twice the scale
+def test_record_merges_within_a_process_and_writes_plain_sorted_json(tmp_path):
+    assert results.record('99_demo', 'b', (1, torch.tensor(0.5), torch.tensor([1, 2])), tmp_path) == [1, 0.5, [1, 2]]
+    results.record('99_demo', 'a', {'x': 0.1 + 0.2, 'ok': True, 'none': None}, tmp_path)
+    text = (tmp_path / '99_demo.json').read_text(encoding='utf-8')
+    assert text.index('"a"') < text.index('"b"') and text.endswith('\n')
+    assert results.load('99_demo', tmp_path) == {'a': {'none': None, 'ok': True, 'x': 0.30000000000000004},
+                                                 'b': [1, 0.5, [1, 2]]}
+    assert [p.name for p in tmp_path.iterdir()] == ['99_demo.json']  # no temporary file left behind
+
+
+def test_a_new_process_starts_the_results_file_afresh(tmp_path, monkeypatch):
+    results.record('99_demo', 'old', 1, tmp_path)
+    monkeypatch.setattr(results, '_started', set())  # what a new kernel starts with
+    results.record('99_demo', 'new', 2, tmp_path)
+    assert results.load('99_demo', tmp_path) == {'new': 2}
+
+
+def test_record_refuses_what_json_cannot_hold_exactly(tmp_path):
+    with pytest.raises(ValueError, match='finite'):
+        results.record('99_demo', 'nan', float('nan'), tmp_path)
+    with pytest.raises(TypeError, match='keys must be strings'):
+        results.record('99_demo', 'bad', {1: 'x'}, tmp_path)
+    with pytest.raises(ValueError, match='file stem'):
+        results.record('99_demo.ipynb', 'x', 1, tmp_path)
+    with pytest.raises(FileNotFoundError, match='make nb-98_missing'):
+        results.load('98_missing', tmp_path)
+    assert results.load('98_missing', tmp_path, default=None) is None
+
+
+def test_show_prints_exactly_what_it_records(tmp_path, capsys):
+    results.show('99_demo', 'table', ['a  | 1', 'b  | 2'], tmp_path)
+    assert capsys.readouterr().out == 'a  | 1\nb  | 2\n'
+    assert results.load('99_demo', tmp_path)['table'] == ['a  | 1', 'b  | 2']
+
+
+def test_the_report_marks_exact_lines_that_differ(tmp_path):
+    from agentrl.build.report import compare_block
+
+    block = registry.blocks_of('10.8')[2]  # the memory table: row 0 measured, the model-size rows exact
+    ours = ['TinyAgent: 1 parameters', block.lines[1], block.lines[2].replace('119', '118'), block.lines[3]]
+    results.record(block.notebook, block.key, ours, tmp_path)
+    lines, n_exact, n_match, n_measured = compare_block(block, Recorded(tmp_path))
+    assert (n_exact, n_match, n_measured) == (3, 2, 1)
+    marks = [line.rsplit('|', 2)[1].strip() for line in lines if line.startswith('| ') and line[2].isdigit()]
+    assert marks == ['TinyAgent (ours measured)', 'exact match', '**differs**', 'exact match']
+
+
+def test_the_report_says_what_is_not_executed_and_fills_the_readme_between_its_markers(tmp_path):
+    from agentrl.build.report import with_faithfulness
+
+    text = build_report(tmp_path)  # no results at all
+    assert text.count('*Not executed yet: no recorded results.*') == len(registry.SECTIONS)
+    readme = f'intro\n{FAITHFULNESS_BEGIN}\nstale\n{FAITHFULNESS_END}\nrest\n'
+    updated = with_faithfulness(readme, Recorded(tmp_path))
+    assert updated.startswith(f'intro\n{FAITHFULNESS_BEGIN}\n') and updated.endswith(f'{FAITHFULNESS_END}\nrest\n')
+    assert 'stale' not in updated and '0 of ' in updated
+    assert with_faithfulness('no markers here\n', Recorded(tmp_path)) is None

@@ -7,8 +7,8 @@ from substrate_fixtures import quick_base, tokenizer
 
 
 @pytest.fixture(scope='module')
-def base(tmp_path_factory):
-    return quick_base(tmp_path_factory.mktemp('cache'))
+def base():
+    return quick_base()
 
 
 def sample(model, tasks, seed, **fields):
