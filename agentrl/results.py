@@ -15,6 +15,7 @@ string keys, lists, strings, booleans, None, ints and finite floats (tensors and
 import json
 import math
 import numbers
+from pathlib import Path
 
 from agentrl.atomic import atomic_output
 from agentrl.paths import results_dir
@@ -28,7 +29,7 @@ def results_path(notebook, folder=None):
     if not notebook or '/' in notebook or notebook.endswith('.ipynb'):
         raise ValueError(f'results are keyed by the notebook\'s file stem, like "07_tinyagent_comparison"; '
                          f'got {notebook!r}')
-    return (results_dir() if folder is None else folder) / f'{notebook}.json'
+    return (results_dir() if folder is None else Path(folder)) / f'{notebook}.json'
 
 
 def plain(value, where='value'):

@@ -64,9 +64,10 @@ def test_registry_lists_make_targets(capsys):
 def test_nothing_reads_outside_the_repository():
     sources = [p for p in (REPO / 'agentrl').rglob('*.py')] + list((REPO / 'tests').glob('*.py'))
     texts = {p: p.read_text(encoding='utf-8') for p in sources}
-    texts.update({p: '\n'.join(c.source for c in nbformat.read(p, as_version=4).cells) for p in NOTEBOOKS.glob('*.ipynb')})
+    for path in NOTEBOOKS.glob('*.ipynb'):
+        texts[path] = '\n'.join(c.source for c in nbformat.read(path, as_version=4).cells)
     texts[REPO / 'Makefile'] = (REPO / 'Makefile').read_text(encoding='utf-8')
-    outside = re.compile(r"\.\./shared|/ *['\"]shared['\"]|REPO\.parent\b")  # '../shared', REPO.parent / 'shared'
+    outside = re.compile(r"\.\./shared|/ *['\"]shared['\"]|REPO\.parent\b")  # a sibling folder, by any spelling
     found = [f'{p.relative_to(REPO)}: {m.group(0)}' for p, text in texts.items() for m in outside.finditer(text)]
     assert not found, f'paths outside the repository: {found}'
 
@@ -134,7 +135,8 @@ def code_outputs(nb):
                 parts.append((out.name, out.text))
             elif out.output_type in ('execute_result', 'display_data'):
                 data = out.get('data', {})
-                parts.extend((mime, data[mime]) for mime in ('text/plain', 'text/html', 'image/svg+xml') if mime in data)
+                mimes = ('text/plain', 'text/html', 'image/svg+xml')
+                parts.extend((mime, data[mime]) for mime in mimes if mime in data)
             elif out.output_type == 'error':
                 parts.append(('error', f'{out.ename}: {out.evalue}'))
         cells.append(parts)
@@ -316,8 +318,8 @@ def test_a_failing_notebook_leaves_the_committed_one_untouched(tmp_path, capsys)
 
 
 def test_split_stream_outputs_are_joined():
-    out = [nbformat.v4.new_output('stream', name='stdout', text='a'), nbformat.v4.new_output('stream', name='stdout', text='\n'),
-           nbformat.v4.new_output('stream', name='stderr', text='w'), nbformat.v4.new_output('stream', name='stdout', text='b')]
+    out = [nbformat.v4.new_output('stream', name=name, text=text)
+           for name, text in [('stdout', 'a'), ('stdout', '\n'), ('stderr', 'w'), ('stdout', 'b')]]
     joined = coalesce_streams(out)
     assert [(o.name, o.text) for o in joined] == [('stdout', 'a\n'), ('stderr', 'w'), ('stdout', 'b')]
 

@@ -1,142 +1,42 @@
-"""Write REPRODUCTION.md: every table of the chapter beside ours, exact matches marked, claims held or not.
+"""Write REPRODUCTION.md: every output block of the chapter beside ours, exact lines marked, claims held or not.
 
-Usage: python -m agentrl.build.report [--output REPRODUCTION.md]
+Usage: python -m agentrl.build.report [--output REPRODUCTION.md] [--results DIR]
+
+Reads only data inside the repository: the book's printed lines (data/book/chapter10.json, via the registry) and
+the results the notebooks recorded (results/<notebook>.json, via agentrl.results). It also rewrites the block of
+README.md between FAITHFULNESS_BEGIN and FAITHFULNESS_END, the summary of how faithful the reproduction is.
 """
 import argparse
-import re
 import sys
 from pathlib import Path
 
+from agentrl import results
 from agentrl.atomic import atomic_output
+from agentrl.build import registry
+from agentrl.ch10.claims import AT_SCALE, MECHANISM, OBSERVATION, tally, verdict_line
+from agentrl.paths import README, REPRODUCTION
 
-REPO = Path(__file__).resolve().parents[1]
-CHAPTER = REPO.parent / 'shared' / 'reference' / 'chapter10-kl-entropy-regularization.md'
-SECTIONS = {'10.1': '01_bandit_closed_form', '10.2': '02_estimator_moments', '10.3': '03_loss_gradients',
-            '10.4': '04_reward_vs_loss', '10.5': '05_forward_reverse', '10.6': '06_entropy_collapse',
-            '10.7': '07_tinyagent_comparison', '10.8': '08_design_questions'}
-TITLES = {'10.1': 'The reference policy', '10.2': 'Estimating KL from samples', '10.3': 'Gradients of the estimators as losses',
-          '10.4': 'KL in the reward vs in the loss', '10.5': 'Forward and reverse KL', '10.6': 'Entropy collapse',
-          '10.7': 'Comparing the regularisers on TinyAgent', '10.8': 'Design questions in practice'}
-
-EXTRA = {'09_seeds': 'Seeds, Clip-Cov and KL-Cov, adaptive KL, the entropy-performance law, the covariance mechanism',
-         '10_exercises': 'The exercises'}
+FAITHFULNESS_BEGIN = '<!-- faithfulness: begin (written by `make report` from results/; do not edit by hand) -->'
+FAITHFULNESS_END = '<!-- faithfulness: end -->'
+KIND_HEADINGS = {MECHANISM: 'Mechanisms (what the chapter demonstrates)',
+                 OBSERVATION: 'Observations (the chapter\'s single-seed readings)'}
+KIND_PLURAL = {MECHANISM: 'mechanisms', OBSERVATION: 'observations', AT_SCALE: 're-checks at twice the scale'}
 
 
-def exactness(section, block, row):
-    """Whether a printed row is exact arithmetic (must match the book) or a TinyAgent measurement (compared only)."""
-    if section <= '10.5':
-        return True
-    if section == '10.6':
-        return block in (0, 1)  # the covariance check and the 3-step identity; block 2 is the clip-higher experiment
-    if section == '10.8':
-        return block == 2 and row > 0  # the memory table's model-size rows; row 0 is TinyAgent's parameter count
-    return False
+class Recorded:
+    """The recorded results of every registered notebook, each file read once ({} for a notebook not executed)."""
 
+    def __init__(self, folder=None):
+        stems = registry.chapter_notebooks() + registry.beyond_notebooks()
+        self.data = {stem: results.load(stem, folder, default=None) for stem in stems}
 
-def collapse(line):
-    """A line with runs of white space folded to one space."""
-    return ' '.join(line.split())
+    def executed(self, notebook):
+        """Whether the notebook has a results file."""
+        return self.data.get(notebook) is not None
 
-
-def chapter_blocks():
-    """{section: [[lines of each 'Output:' block]]} from the chapter text."""
-    text = CHAPTER.read_text(encoding='utf-8')
-    blocks, section = {}, None
-    for part in re.split(r'^(## 10\.\d+ .*)$', text, flags=re.M):
-        heading = re.match(r'## (10\.\d+) ', part)
-        if heading:
-            section = heading.group(1)
-        elif section:
-            for body in re.findall(r'Output:\s*```text\n(.*?)```', part, flags=re.S):
-                blocks.setdefault(section, []).append([collapse(l) for l in body.splitlines() if l.strip()])
-    return blocks
-
-
-def our_blocks(notebook, tag='chapter-output'):
-    """[[stdout lines of each cell tagged tag]] of an executed notebook, or None if it is missing."""
-    import nbformat
-
-    path = REPO / 'notebooks' / f'{notebook}.ipynb'
-    if not path.exists():
-        return None
-    blocks = []
-    for cell in nbformat.read(path, as_version=4).cells:
-        if cell.cell_type == 'code' and tag in cell.metadata.get('tags', []):
-            text = ''.join(o.text for o in cell.get('outputs', []) if o.output_type == 'stream' and o.name == 'stdout')
-            blocks.append([collapse(l) for l in text.splitlines() if l.strip()])
-    return blocks
-
-
-def our_blocks_all_stdout(notebook, raw=False):
-    """Every stdout line of an executed notebook (white space collapsed unless raw), or [] if it is missing."""
-    import nbformat
-
-    path = REPO / 'notebooks' / f'{notebook}.ipynb'
-    if not path.exists():
-        return []
-    return [l.rstrip() if raw else collapse(l) for cell in nbformat.read(path, as_version=4).cells
-            if cell.cell_type == 'code' for o in cell.get('outputs', []) if o.output_type == 'stream' and o.name == 'stdout'
-            for l in o.text.splitlines() if l.strip()]
-
-
-VERDICT = re.compile(r'\[\s*(held|NOT held|not run)\]')
-
-
-def claim_lines(notebook):
-    """The claim verdict lines ('[ held] ...', '[NOT held] ...') an executed notebook printed, with their headings."""
-    return [l for l in our_blocks_all_stdout(notebook) if VERDICT.match(l) or l.startswith(('Mechanisms', 'Observations'))]
-
-
-SEED_NOTEBOOK = '09_seeds'
-SEED_VERDICT = re.compile(r'\[(mechanism|observation|at 2x) *\] (held on \d+/\d+ seeds) -> (.*?) \| (.*)$')
-
-
-def seed_rows():
-    """(label, {setting: [cells]}) of notebook 09's seed table (cells 'mean [min, max]'), or None if not executed."""
-    blocks = our_blocks(SEED_NOTEBOOK, 'seed-table')
-    if not blocks or len(blocks[0]) < 3:
-        return None
-    label, _, *rows = blocks[0]
-    return label.split(';')[0], {row.split(' | ')[0]: row.split(' | ')[1:] for row in rows}
-
-
-def seed_verdicts(tag='seed-claims'):
-    """{claim text: 'held on k/n seeds (verdict)'} from notebook 09's cell tagged tag."""
-    blocks = our_blocks(SEED_NOTEBOOK, tag) or [[]]
-    return {m.group(4): f'{m.group(2)} ({m.group(3).strip()})' for m in map(SEED_VERDICT.match, blocks[0]) if m}
-
-
-def seed_table(book_lines, our_lines, seeds):
-    """Markdown lines setting the book's 10.7 table, our seed-0 run and our seed means [min, max] (seeds = seed_rows())
-    side by side."""
-    if seeds is None or not book_lines or not our_lines:
-        return []
-    label, rows = seeds
-    header = book_lines[0].split(' | ')
-    out = ['### Table 1 across seeds\n',
-           f'The book\'s row (one seed), ours on seed 0 (notebook 07) and ours over {label} (notebook 09: mean '
-           '[min, max]; the entropy column there is the mean of steps 35-39 only).\n',
-           '| ' + ' | '.join([header[0], 'source'] + header[1:]) + ' |', '|' + '---|' * (len(header) + 1)]
-    ours = {line.split(' | ')[0]: line.split(' | ')[1:] for line in our_lines[1:]}
-    for line in book_lines[1:]:
-        name, *theirs = line.split(' | ')
-        out.append('| ' + ' | '.join([name, 'book'] + theirs) + ' |')
-        out.append('| ' + ' | '.join(['', 'ours, seed 0'] + ours.get(name, ['missing'] * len(theirs))) + ' |')
-        out.append('| ' + ' | '.join(['', f'ours, {label}'] + rows.get(name, ['missing'] * len(theirs))) + ' |')
-    return out + ['']
-
-
-def claim_summary(verdicts):
-    """'mechanisms h of n held, observations h of n held' from verdict lines under their headings ('not run' left out)."""
-    counts, kind = {}, 'claims'
-    for line in verdicts:
-        match = VERDICT.match(line)
-        if not match:
-            kind = line.split()[0].lower()
-        elif match.group(1) != 'not run':
-            held, total = counts.get(kind, (0, 0))
-            counts[kind] = (held + (match.group(1) == 'held'), total + 1)
-    return ', '.join(f'{kind} {held} of {total} held' for kind, (held, total) in counts.items())
+    def get(self, notebook, key, default=None):
+        """One recorded value, or default if the notebook or the key is missing."""
+        return (self.data.get(notebook) or {}).get(key, default)
 
 
 def cell(text):
@@ -144,94 +44,208 @@ def cell(text):
     return '`' + text.replace('|', '\\|') + '`' if text else ''
 
 
-def build_report():
-    """The report's Markdown text."""
-    book = chapter_blocks()
-    seeds, across, scaled = seed_rows(), seed_verdicts(), seed_verdicts('scale-claims')  # notebook 09, read once
+def compare_block(block, recorded):
+    """(Markdown lines of one book block beside ours, exact lines, exact lines that match, measured rows)."""
+    ours = [registry.collapse(line) for line in recorded.get(block.notebook, block.key, [])]
+    out = [f'### Table {block.index + 1}\n', '| row | book | ours | |', '|---|---|---|---|']
+    n_exact = n_match = n_measured = 0
+    for row in range(max(len(block.lines), len(ours))):
+        theirs = block.lines[row] if row < len(block.lines) else ''
+        mine = ours[row] if row < len(ours) else ''
+        if row < len(block.exact) and block.exact[row]:
+            n_exact += 1
+            n_match += mine == theirs
+            mark = 'exact match' if mine == theirs else '**differs**'
+        else:
+            n_measured += 1
+            mark = 'TinyAgent (ours measured)'
+        out.append(f'| {row + 1} | {cell(theirs)} | {cell(mine)} | {mark} |')
+    return out + [''], n_exact, n_match, n_measured
+
+
+def seed_table(recorded):
+    """Markdown lines setting the book's 10.7 table, our seed-0 run (notebook 07) and our seed summary (notebook 09)
+    side by side, or [] if either of ours is missing."""
+    columns, book_rows = registry.book_table_10_7()
+    ten_seven = registry.blocks_of('10.7')[0]
+    seed0 = [registry.collapse(line).split(' | ') for line in recorded.get(ten_seven.notebook, ten_seven.key, [])]
+    summary = recorded.get(registry.SEED_NOTEBOOK, registry.SEED_SUMMARY_KEY)
+    if not seed0 or not summary:
+        return []
+    ours = {cells[0]: cells[1:] for cells in seed0[1:]}
+    spread = {row['setting']: row['cells'] for row in summary['rows']}
+    label = summary['label']
+    out = ['### Table 1 across seeds\n',
+           f'The book\'s row (one seed), ours on seed 0 (notebook 07) and ours over {label} (notebook 09: mean '
+           '[min, max]; the entropy column there is the mean of steps 35-39 only).\n',
+           '| ' + ' | '.join([columns[0], 'source'] + columns[1:]) + ' |', '|' + '---|' * (len(columns) + 1)]
+    missing = ['missing'] * (len(columns) - 1)
+    for row in book_rows:
+        name = row[columns[0]]
+        out.append('| ' + ' | '.join([name, 'book'] + [row[c] for c in columns[1:]]) + ' |')
+        out.append('| ' + ' | '.join(['', 'ours, seed 0'] + ours.get(name, missing)) + ' |')
+        out.append('| ' + ' | '.join(['', f'ours, {label}'] + spread.get(name, missing)) + ' |')
+    return out + ['']
+
+
+def claim_counts(found):
+    """'mechanisms 4 of 7 held, observations 4 of 8 held' from verdict dicts."""
+    return ', '.join(f'{KIND_PLURAL.get(kind, kind)} {held} of {total} held'
+                     for kind, (held, total) in tally(found).items())
+
+
+def claims_section(section, recorded):
+    """(Markdown lines listing the chapter's claims on the section's runs, the summary-table text)."""
+    notebook = section.notebook
+    found = recorded.get(notebook, registry.VERDICTS_KEY) if notebook in registry.VERDICT_NOTEBOOKS else None
+    if not found:
+        return [], ''
+    at_10_7 = section.number == '10.7'
+    across = seed_verdicts_by_key(recorded) if at_10_7 else {}
+    scaled = recorded.get(registry.SEED_NOTEBOOK, registry.SCALE_VERDICTS_KEY, []) if at_10_7 else []
+    out = ['### The chapter\'s claims on our runs\n']
+    if across:
+        seeds = next(iter(across.values()))['seeds']
+        out.append(f'Each verdict is for seed 0 (notebook 07); after the `—`, the same check on each of '
+                   f'{len(seeds)} seeds ({", ".join(map(str, seeds))}) (notebook 09).')
+    for kind in dict.fromkeys(v['kind'] for v in found):
+        out.append(f'\n**{KIND_HEADINGS.get(kind, kind)}:**\n')
+        for v in (v for v in found if v['kind'] == kind):
+            seeds = across.get(v['key'])
+            after = f' — across seeds: {seed_phrase(seeds)}' if seeds else ''
+            out.append(f'- {registry.collapse(verdict_line(v))}{after}')
+    counts = claim_counts(found)
+    if scaled:
+        out.append('\n**The mechanisms that fail at the chapter\'s settings, re-checked at twice the coefficient or '
+                   'twice the steps (notebook 09):**\n')
+        out.extend(f'- {v["text"]} — {seed_phrase(v)}' for v in scaled)
+        survive = sum(v['verdict'] == 'survives' for v in scaled)
+        counts += f'; at twice the scale {survive} of {len(scaled)} re-checks hold on every seed'
+    return out + [''], counts
+
+
+def seed_verdicts_by_key(recorded):
+    """{claim key: seed-verdict dict} of notebook 09's checks of the chapter's claims on every seed."""
+    return {v['key']: v for v in recorded.get(registry.SEED_NOTEBOOK, registry.SEED_VERDICTS_KEY, [])}
+
+
+def seed_phrase(summary):
+    """'held on 2/3 seeds (seed-dependent)' for a seed-verdict dict."""
+    return f'held on {summary["held_on"]}/{len(summary["seeds"])} seeds ({summary["verdict"]})'
+
+
+def exact_totals(recorded):
+    """(exact lines, exact lines that match) over every book block, read from the recorded results."""
+    total = match = 0
+    for block in registry.book_blocks():
+        _, n_exact, n_match, _ = compare_block(block, recorded)
+        total, match = total + n_exact, match + n_match
+    return total, match
+
+
+def faithfulness_summary(recorded):
+    """The README's summary of how faithful the reproduction is, as Markdown lines computed from the results."""
+    total, match = exact_totals(recorded)
+    verdict = ' — all.' if match == total else ' — **not all**: see `REPRODUCTION.md`.'
+    lines = [f'- **Exact lines**: {match} of the {total} lines the book prints as exact arithmetic (sections '
+             '10.1–10.5, the covariance check and the 3-step identity of 10.6, the model-size rows of the memory table '
+             f'in 10.8) match it character for character{verdict}']
+    found = [v for stem in registry.VERDICT_NOTEBOOKS for v in recorded.get(stem, registry.VERDICTS_KEY, [])]
+    if found:
+        lines.append(f'- **The chapter\'s claims on our TinyAgent runs, seed 0** (notebooks 07 and 08): '
+                     f'{claim_counts(found)}.')
+        across = seed_verdicts_by_key(recorded)
+        for v in (v for v in found if v['kind'] == MECHANISM and not v['held']):
+            seeds = across.get(v['key'])
+            lines.append(f'  - not held: {v["text"]}' + (f' — across seeds: {seed_phrase(seeds)}' if seeds else ''))
+    scaled = recorded.get(registry.SEED_NOTEBOOK, registry.SCALE_VERDICTS_KEY, [])
+    if scaled:
+        lines.append('- **Re-checked at twice the coefficient or the steps** (notebook 09):')
+        lines.extend(f'  - {v["text"]}: {seed_phrase(v)}' for v in scaled)
+    return lines
+
+
+def build_report(folder=None):
+    """The report's Markdown text, from the results in folder (default: results_dir())."""
+    recorded = Recorded(folder)
     body, summary = [], []
-    for section, notebook in SECTIONS.items():
-        ours = our_blocks(notebook)
-        body.append(f'## {section} {TITLES[section]}\n\nNotebook: `notebooks/{notebook}.ipynb`.\n')
-        if ours is None:
-            body.append('*Not reproduced yet: the notebook does not exist.*\n')
-            summary.append(f'| {section} | {TITLES[section]} | not reproduced yet | |')
+    for section in registry.SECTIONS:
+        title = f'{section.number} {section.title}'
+        body.append(f'## {title}\n\nNotebook: `notebooks/{section.notebook}.ipynb`.\n')
+        if not recorded.executed(section.notebook):
+            body.append('*Not executed yet: no recorded results.*\n')
+            summary.append(f'| {section.number} | {section.title} | not executed yet | |')
             continue
-        n_exact = n_exact_match = n_measured = 0
-        for b, book_lines in enumerate(book.get(section, [])):
-            our_lines = ours[b] if b < len(ours) else []
-            body.append(f'### Table {b + 1}\n\n| row | book | ours | |\n|---|---|---|---|')
-            for r in range(max(len(book_lines), len(our_lines))):
-                mine = our_lines[r] if r < len(our_lines) else ''
-                theirs = book_lines[r] if r < len(book_lines) else ''
-                if exactness(section, b, r):
-                    n_exact += 1
-                    same = mine == theirs
-                    n_exact_match += same
-                    mark = 'exact match' if same else '**differs**'
-                else:
-                    n_measured += 1
-                    mark = 'TinyAgent (ours measured)'
-                body.append(f'| {r + 1} | {cell(theirs)} | {cell(mine)} | {mark} |')
-            body.append('')
-            if section == '10.7' and b == 0:
-                body.extend(seed_table(book_lines, our_lines, seeds))
+        n_exact = n_match = n_measured = 0
+        for block in registry.blocks_of(section.number):
+            lines, exact, match, measured = compare_block(block, recorded)
+            body.extend(lines)
+            n_exact, n_match, n_measured = n_exact + exact, n_match + match, n_measured + measured
+            if section.number == '10.7' and block.index == 0:
+                body.extend(seed_table(recorded))
         parts = []
         if n_exact:
-            parts.append(f'{n_exact_match} of {n_exact} exact lines match'
-                         + (' — all' if n_exact_match == n_exact else ' — **not all**'))
+            parts.append(f'{n_match} of {n_exact} exact lines match'
+                         + (' — all' if n_match == n_exact else ' — **not all**'))
         if n_measured:
             parts.append(f'{n_measured} TinyAgent rows compared (mechanisms, not digits)')
-        verdicts = claim_lines(notebook)
-        held = claim_summary(verdicts)
-        if section == '10.7' and scaled:
-            held += (f'; at twice the scale {sum("(survives)" in v for v in scaled.values())} of {len(scaled)} re-checks '
-                     f'hold on every seed')
-        summary.append(f'| {section} | {TITLES[section]} | {"; ".join(parts)} | {held} |')
-        if verdicts:
-            body.append('### The chapter\'s claims on our runs\n')
-            at_10_7 = section == '10.7'
-            if at_10_7 and across and seeds:
-                body.append(f'Each verdict is for seed 0 (notebook 07); after the `—`, the same check on each of '
-                            f'{seeds[0]} (notebook 09).')
-            body.extend((f'- {v}' + next((f' — across seeds: {k}' for t, k in (across.items() if at_10_7 else [])
-                                         if VERDICT.sub('', v, count=1).strip().startswith(t)), ''))
-                        if VERDICT.match(v) else f'\n**{v}**\n' for v in verdicts)
-            if at_10_7 and scaled:
-                body.append(f'\n**The mechanisms that fail here, re-checked at twice the coefficient or twice the steps '
-                            f'(notebook 09, tests assert them on seed 0):**\n')
-                body.extend(f'- {text} — {verdict}' for text, verdict in scaled.items())
-            body.append('')
-    body.append('## Beyond the chapter\n\nNot in the book, so nothing to match: what notebooks 09 and 10 print, verbatim. '
-                'Notebook 09\'s seed table and its per-seed claim checks are also set beside the book\'s table and '
-                'our seed-0 run in 10.7 above.\n')
-    for notebook, title in EXTRA.items():
-        lines = our_blocks_all_stdout(notebook, raw=True)
+        claim_lines, counts = claims_section(section, recorded)
+        body.extend(claim_lines)
+        summary.append(f'| {section.number} | {section.title} | {"; ".join(parts)} | {counts} |')
+    body.append('## Beyond the chapter\n\nNot in the book, so nothing to match: the tables notebooks 09 and 10 record, '
+                'as printed. Notebook 09\'s seed table and its per-seed claim checks are also set beside the book\'s '
+                'table and our seed-0 run in 10.7 above.\n')
+    for notebook, title, keys in registry.BEYOND:
         body.append(f'### {title}\n\nNotebook: `notebooks/{notebook}.ipynb`.\n')
-        body.append('```text\n' + '\n'.join(lines) + '\n```\n' if lines else '*Not executed yet.*\n')
+        printed = [line.rstrip() for key in keys for line in recorded.get(notebook, key, [])]
+        body.append('```text\n' + '\n'.join(printed) + '\n```\n' if printed else '*Not executed yet.*\n')
     head = ['# Reproduction report', '',
-            'Written by `make` (`python -m agentrl.build.report`) from the executed notebooks and the chapter text; do not edit by '
-            'hand. Every table the chapter prints is set beside ours, row by row, white space collapsed. Sections 10.1–10.5, '
-            'the covariance check and the 3-step identity of 10.6, and the model-size rows of the memory table in 10.8 are '
-            'exact computations and must match the book to the character. The TinyAgent tables come from our own substrate '
-            '(the book\'s chapters 1–9 are not available), so their digits are not expected to match: for them the report '
-            'lists each claim the chapter makes and whether it holds on our runs (mechanisms are asserted by the tests; '
-            'observations are single-seed readings, reported).', '',
+            'Written by `make` (`python -m agentrl.build.report`) from the results the notebooks record '
+            '(`results/`) and the book\'s printed lines (`data/book/chapter10.json`); do not edit by hand. Every '
+            'output block the chapter prints is set beside ours, row by row, white space collapsed. Sections '
+            '10.1–10.5, the covariance check and the 3-step identity of 10.6, and the model-size rows of the memory '
+            'table in 10.8 are exact computations and must match the book to the character. The TinyAgent tables '
+            'come from our own substrate (the book\'s chapters 1–9 are not available), so their digits are not '
+            'expected to match: for them the report lists each claim the chapter makes and whether it holds on our '
+            'runs (mechanisms: what the chapter demonstrates; observations: its single-seed readings).', '',
             '| section | title | lines | claims |', '|---|---|---|---|', *summary, '']
     return '\n'.join(head + body) + '\n'
 
 
-def main(argv=None):
-    """Command-line entry: write the report atomically."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--output', type=Path, default=REPO / 'REPRODUCTION.md')
-    args = parser.parse_args(argv)
-    if not CHAPTER.is_file():
-        print(f'the chapter text is missing: expected it at {CHAPTER}', file=sys.stderr)
-        return 1
-    text = build_report()
-    with atomic_output(args.output, '.md') as tmp:
+def with_faithfulness(readme_text, recorded):
+    """readme_text with the block between the faithfulness markers replaced by the computed summary; None if the
+    markers are missing or out of order."""
+    start, end = readme_text.find(FAITHFULNESS_BEGIN), readme_text.find(FAITHFULNESS_END)
+    if start < 0 or end < start:
+        return None
+    block = '\n'.join([FAITHFULNESS_BEGIN, *faithfulness_summary(recorded), FAITHFULNESS_END])
+    return readme_text[:start] + block + readme_text[end + len(FAITHFULNESS_END):]
+
+
+def write_text(path, text):
+    """Replace path's content atomically (unchanged files are left alone, timestamps included)."""
+    if path.is_file() and path.read_text(encoding='utf-8') == text:
+        return
+    with atomic_output(path, path.suffix) as tmp:
         tmp.write_text(text, encoding='utf-8')
+
+
+def main(argv=None):
+    """Command-line entry: write the report, and the README's faithfulness block if the README has its markers."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--output', type=Path, default=REPRODUCTION)
+    parser.add_argument('--results', type=Path, default=None, help='results folder (default: results_dir())')
+    parser.add_argument('--readme', type=Path, default=README)
+    args = parser.parse_args(argv)
+    write_text(args.output, build_report(args.results))
     print(f'wrote {args.output}')
+    if args.readme.is_file():
+        updated = with_faithfulness(args.readme.read_text(encoding='utf-8'), Recorded(args.results))
+        if updated is None:
+            print(f'{args.readme}: no faithfulness markers, left unchanged', file=sys.stderr)
+        else:
+            write_text(args.readme, updated)
+            print(f'updated the faithfulness summary in {args.readme}')
     return 0
 
 

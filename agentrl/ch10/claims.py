@@ -1,6 +1,7 @@
 """The chapter's claims about its TinyAgent runs, as checks computed from saved runs (held / not held + evidence)."""
 import dataclasses
 import math
+import textwrap
 
 MECHANISM = 'mechanism'  # what the chapter demonstrates with its runs
 OBSERVATION = 'observation'  # the chapter's softer single-seed readings of its table
@@ -9,7 +10,7 @@ AT_SCALE = 'at 2x'  # a mechanism that fails at the chapter's setting, re-checke
 
 def entropy_mean(run, start, stop):
     """Mean logged policy-token entropy over steps start..stop-1 of a run's history."""
-    values = [h['entropy'] for h in run['history'][start:stop]]
+    values = [step['entropy'] for step in run['history'][start:stop]]
     return sum(values) / len(values)
 
 
@@ -46,13 +47,19 @@ class Claim:
         return bool(held), evidence
 
 
+def _against(values, base, fmt):
+    """'name value, name value vs none base' evidence."""
+    return ', '.join(f'{n} {v:{fmt}}' for n, v in values.items()) + f' vs none {base:{fmt}}'
+
+
 def _increasing(values):
     return all(a < b for a, b in zip(values, values[1:]))
 
 
 def _collapse(runs):
     r = runs['none']
-    return entropy_end(r) <= 0.35 * entropy_start(r), f'{entropy_start(r):.3f} -> {entropy_end(r):.3f} (ratio {entropy_end(r) / entropy_start(r):.2f})'
+    start, end = entropy_start(r), entropy_end(r)
+    return end <= 0.35 * start, f'{start:.3f} -> {end:.3f} (ratio {end / start:.2f})'
 
 
 KL_ARMS = ('KL k3+ 0.05', 'KL k3+ 0.3', 'KL k3+ 1.0')
@@ -63,8 +70,9 @@ def _kl_ordering(runs):
     kls = [metric(runs[n], 'kl_start') for n in KL_ARMS]
     distinct = [metric(runs[n], 'distinct') for n in KL_ARMS]
     held = _increasing(ends) and _increasing(kls[::-1]) and _increasing(distinct)
-    return held, (f'final entropy {", ".join(f"{x:.3f}" for x in ends)}; KL from start {", ".join(f"{x:.3f}" for x in kls)};'
-                  f' distinct {", ".join(f"{x:.1f}" for x in distinct)}')
+    listed = lambda values, fmt: ', '.join(f'{x:{fmt}}' for x in values)
+    return held, (f'final entropy {listed(ends, ".3f")}; KL from start {listed(kls, ".3f")};'
+                  f' distinct {listed(distinct, ".1f")}')
 
 
 def _holds_entropy(name):
@@ -97,7 +105,7 @@ def _breaks_format(name):
 def _further_from_start(runs):
     base = metric(runs['none'], 'kl_start')
     others = {n: metric(runs[n], 'kl_start') for n in ('entropy 0.03', 'temperature 1.3')}
-    return all(v > base for v in others.values()), ', '.join(f'{n} {v:.3f}' for n, v in others.items()) + f' vs none {base:.3f}'
+    return all(v > base for v in others.values()), _against(others, base, '.3f')
 
 
 def _pass8_ge_pass1(runs):
@@ -115,7 +123,7 @@ def _reset_lowers_kl(runs):
 def _kl_raises_pass8(runs):
     base = metric(runs['none'], 'pass8')
     vals = {n: metric(runs[n], 'pass8') for n in ('KL k3+ 0.3', 'KL k3+ 1.0', 'KL k3 0.3', 'KL reward 0.3')}
-    return all(v > base for v in vals.values()), ', '.join(f'{n} {v:.3f}' for n, v in vals.items()) + f' vs none {base:.3f}'
+    return all(v > base for v in vals.values()), _against(vals, base, '.3f')
 
 
 def _estimators_agree(runs):
@@ -147,7 +155,7 @@ def _temperature_still_falls(runs):
 def _more_invalid(runs):
     base = metric(runs['none'], 'invalid')
     vals = {n: metric(runs[n], 'invalid') for n in ('entropy 0.03', 'temperature 1.3')}
-    return all(v > base for v in vals.values()), ', '.join(f'{n} {v:.2f}' for n, v in vals.items()) + f' vs none {base:.2f}'
+    return all(v > base for v in vals.values()), _against(vals, base, '.2f')
 
 
 def _collapsed_misses_tasks(runs):
@@ -182,10 +190,10 @@ CLAIMS = [
     Claim('pass8-ge-pass1', MECHANISM, 'pass@8 >= pass@1 for every run', CHAPTER_ARMS, _pass8_ge_pass1),
     Claim('reset-lowers-kl', MECHANISM, 'resetting the reference lowers the KL to the reference', RESET_RUNS,
           _reset_lowers_kl),
-    Claim('kl-2.0-holds-entropy', AT_SCALE, 'at twice the coefficient, KL k3+ 2.0 keeps the final entropy within 15% of '
-          'its start', ('KL k3+ 2.0',), _holds_entropy('KL k3+ 2.0')),
-    Claim('bonus-0.2-breaks-format', AT_SCALE, 'at twice the coefficient, entropy bonus 0.2 drives the entropy to at least '
-          '0.9 log V and breaks the action format in 40 steps', ('entropy 0.2',), _breaks_format('entropy 0.2')),
+    Claim('kl-2.0-holds-entropy', AT_SCALE, 'at twice the coefficient, KL k3+ 2.0 keeps the final entropy within 15% '
+          'of its start', ('KL k3+ 2.0',), _holds_entropy('KL k3+ 2.0')),
+    Claim('bonus-0.2-breaks-format', AT_SCALE, 'at twice the coefficient, entropy bonus 0.2 drives the entropy to at '
+          'least 0.9 log V and breaks the action format in 40 steps', ('entropy 0.2',), _breaks_format('entropy 0.2')),
     Claim('bonus-0.1-breaks-format-in-80', AT_SCALE, 'in twice the steps, entropy bonus 0.1 drives the entropy to at '
           'least 0.9 log V and breaks the action format by step 80', ('entropy 0.1, 80 steps',),
           _breaks_format('entropy 0.1, 80 steps')),
@@ -239,6 +247,18 @@ def verdict_line(verdict):
     return f'[{"held" if verdict["held"] else "NOT held":>8}] {verdict["text"]} | {verdict["evidence"]}'
 
 
+def verdict_lines(verdict, width=110):
+    """verdict_line wrapped for printing: the claim after its status, then 'measured: evidence', no line wider than
+    width."""
+    status = f'[{"held" if verdict["held"] else "NOT held":>8}] '
+    indent = ' ' * len(status)
+    wrap = textwrap.TextWrapper(width, break_on_hyphens=False, break_long_words=False)
+    wrap.initial_indent, wrap.subsequent_indent = status, indent
+    claim_lines = wrap.wrap(verdict['text'])
+    wrap.initial_indent, wrap.subsequent_indent = indent, indent + '  '
+    return claim_lines + wrap.wrap(f'measured: {verdict["evidence"]}')
+
+
 def seed_verdict(claim, runs_by_seed, seeds):
     """The claim checked on each seed's runs (runs_by_seed[i] holds the runs of seeds[i]) -> dict, or None if a run
     it needs is missing on some seed: key, kind, text, seeds, held (per seed), held_on, verdict.
@@ -259,6 +279,13 @@ def seed_verdict_line(summary):
     """'[kind       ] held on k/n seeds -> verdict          | text' for one seed_verdict dict."""
     return (f'[{summary["kind"]:<11}] held on {summary["held_on"]}/{len(summary["seeds"])} seeds -> '
             f'{summary["verdict"]:<16} | {summary["text"]}')
+
+
+def seed_verdict_lines(summary, width=110):
+    """seed_verdict_line wrapped for printing: the claim's text continues under itself, no line wider than width."""
+    head = seed_verdict_line(summary)[:-len(summary['text'])]
+    return textwrap.wrap(summary['text'], width, initial_indent=head, subsequent_indent=' ' * len(head),
+                         break_on_hyphens=False, break_long_words=False)
 
 
 def tally(found):
