@@ -5,6 +5,8 @@ invalidate a cache, while any change to what the code does (a constant, an expre
 """
 import ast
 import hashlib
+import os
+import platform
 from functools import lru_cache
 
 from agentrl.paths import PACKAGE
@@ -40,3 +42,14 @@ def code_fingerprint():
     for relative in TRAINING_MODULES:
         digest.update(relative.encode() + b'\0' + source_fingerprint((PACKAGE / relative).read_text()).encode())
     return digest.hexdigest()
+
+
+def kernel_choice():
+    """Which CPU kernels torch computes with here: the machine, ATen's capability and the MKL / oneDNN pins.
+
+    Results computed with other kernels differ in their last digits, so caches are keyed by this too.
+    """
+    import torch  # only called once agentrl has pinned the kernels (agentrl/__init__.py)
+
+    return dict(machine=platform.machine(), aten=torch.backends.cpu.get_cpu_capability(),
+                mkl_cbwr=os.environ.get('MKL_CBWR'), onednn=os.environ.get('ONEDNN_MAX_CPU_ISA'))

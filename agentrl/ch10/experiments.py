@@ -15,7 +15,7 @@ from agentrl.atomic import atomic_output
 from agentrl.ch10.evaluation import diversity
 from agentrl.ch10.regularizers import COV_VARIANTS, centered_cross_product, entropy_bonus, train_regularized
 from agentrl.core.logprobs import masked_mean, selected_log_probs
-from agentrl.fingerprint import code_fingerprint
+from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import runs_dir
 from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig, fixed_threads
 from agentrl.substrate.gym import make_tasks
@@ -117,9 +117,11 @@ def model_fingerprint(model):
 
 
 def provenance(spec):
-    """Everything that determines a run's result (the spec, the code, the RL base weights, torch's version), as JSON."""
+    """Everything that determines a run's result (the spec, the code, the RL base weights, torch's version and the
+    CPU kernels it computes with), as JSON."""
     return json.loads(json.dumps(dict(format=RUN_FORMAT, spec=spec.describe(), code=code_fingerprint(),
-                                      rl_base=model_fingerprint(substrate()[3]), torch=str(torch.__version__))))
+                                      rl_base=model_fingerprint(substrate()[3]), torch=str(torch.__version__),
+                                      kernels=kernel_choice())))
 
 
 def run_path(spec):

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from agentrl.fingerprint import code_fingerprint
+from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import cache_dir
 from agentrl.substrate.gym import END, MAX_LINES, Env, draw_offset, make_tasks
 from agentrl.substrate.model import ModelConfig, TinyAgent
@@ -182,7 +182,7 @@ def build_rl_base(tok, tasks, model_cfg, sft_cfg):
 
 def cache_key(tok, tasks, model_cfg, sft_cfg):
     """SHA-256 of everything that determines the RL base's weights."""
-    content = dict(code=code_fingerprint(), torch=torch.__version__, threads=BUILD_THREADS, vocabulary=tok.words,
+    content = dict(code=code_fingerprint(), kernels=kernel_choice(), torch=torch.__version__, threads=BUILD_THREADS, vocabulary=tok.words,
                    tasks=[(t.task_id, t.source, t.fix(), repr(t.tests), t.sites) for t in tasks],
                    model=dataclasses.asdict(model_cfg), sft=dataclasses.asdict(sft_cfg))
     return hashlib.sha256(json.dumps(content, sort_keys=True, default=repr).encode()).hexdigest()
