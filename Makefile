@@ -4,36 +4,53 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 KERNEL := agentrl-ch10
-SETUP := $(VENV)/.setup-done
+INSTALLED := $(VENV)/.setup-done
+SETUP := $(VENV)/.kernel-pinned
+KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 NB_TARGETS := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
 
-.PHONY: all chapter beyond notebooks report setup test calibrate bench clean-venv $(NB_TARGETS)
+# One instruction set on every x86-64 machine (see agentrl/cpu.py): torch, MKL and oneDNN use their AVX2 kernels even
+# on AVX-512 CPUs, so every recipe computes the same bits as the committed outputs. A value already in the environment
+# wins; AGENTRL_CPU_PIN=0 turns the pin off. Elsewhere (ARM, x86-64 without AVX2) torch chooses its own kernels.
+ifneq ($(AGENTRL_CPU_PIN),0)
+ifeq ($(shell uname -m),x86_64)
+ifeq ($(shell [ ! -r /proc/cpuinfo ] || grep -qw avx2 /proc/cpuinfo && echo avx2),avx2)
+export ATEN_CPU_CAPABILITY ?= avx2
+export MKL_CBWR ?= AVX2
+export ONEDNN_MAX_CPU_ISA ?= AVX2
+endif
+endif
+endif
 
-all: notebooks report
+.PHONY: all chapter beyond notebooks report setup test test-fast calibrate bench clean-venv $(NB_TARGETS)
 
-# The virtual environment: pinned requirements, agentrl (editable), a Jupyter kernel inside the venv.
+all: notebooks
+	$(PY) -m agentrl.build.report
+
+# The virtual environment: pinned requirements, agentrl (editable), a Jupyter kernel inside the venv whose spec
+# carries the CPU pin in its env (on x86-64), so a notebook opened in `jupyter lab` is pinned from its first line.
 setup: $(SETUP)
-$(SETUP): requirements.txt pyproject.toml
+$(INSTALLED): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (agentrl ch10)" >/dev/null
 	$(PY) -c "import matplotlib.pyplot"  # build matplotlib's font cache here, not inside a notebook
 	touch $@
+$(SETUP): $(INSTALLED) agentrl/cpu.py
+	$(PY) agentrl/cpu.py --kernel-spec $(KERNEL_SPEC)
+	touch $@
 
-# The chapter alone (notebooks 01-08) or what goes beyond it (09, 10), each followed by the report.
-CHAPTER_NB := $(filter nb-01% nb-02% nb-03% nb-04% nb-05% nb-06% nb-07% nb-08%,$(NB_TARGETS))
-BEYOND_NB := $(filter-out $(CHAPTER_NB),$(NB_TARGETS))
-chapter: $(CHAPTER_NB)
-	$(PY) -m agentrl.report
-beyond: $(BEYOND_NB)
-	$(PY) -m agentrl.report
+# The chapter (sections 10.1-10.8) or what goes beyond it, as agentrl/build/registry.py lists them; then the report.
+chapter beyond: $(SETUP)
+	$(MAKE) $$($(PY) -m agentrl.build.registry --$@)
+	$(PY) -m agentrl.build.report
 
 # Every notebook, executed headlessly; each replaces its committed copy only if it succeeds.
 notebooks: $(NB_TARGETS)
 $(NB_TARGETS): nb-%: $(SETUP)
-	$(PY) -m agentrl.notebook_runner notebooks/$*.ipynb
+	$(PY) -m agentrl.build.notebook_runner notebooks/$*.ipynb
 
 # The TinyAgent notebooks share the cached RL base, and later ones load the runs earlier ones train (from the run
 # cache): build the base first and order the notebooks so that `make -j2` trains each thing once.
@@ -45,18 +62,23 @@ nb-08_design_questions nb-09_seeds: $(filter nb-07_tinyagent_comparison,$(NB_TAR
 rl-base: $(SETUP)
 	$(PY) -c "import agentrl as arl; arl.make_rl_base(arl.build_tokenizer(arl.make_tasks('all')))"
 
-# REPRODUCTION.md: the chapter's tables beside ours, written from the executed notebooks.
-report: $(NB_TARGETS)
-	$(PY) -m agentrl.report
+# REPRODUCTION.md: the chapter's tables beside ours, written from the notebooks as committed (executes none; `make`
+# executes them first).
+report: $(SETUP)
+	$(PY) -m agentrl.build.report
 
+# The full suite (what CI runs; executes every notebook), and the development subset (no notebook, no long training).
 test: $(SETUP)
 	$(PY) -m pytest
 
+test-fast: $(SETUP)
+	$(PY) -m pytest -m "not slow"
+
 calibrate: $(SETUP)
-	$(PY) -m agentrl.calibrate
+	$(PY) -m agentrl.build.calibrate
 
 bench: $(SETUP)
-	$(PY) -m agentrl.bench
+	$(PY) -m agentrl.build.bench
 
 clean-venv:
 	rm -rf $(VENV)

@@ -89,9 +89,9 @@ def pin_cpu_kernels():
         wanted = os.environ['ATEN_CPU_CAPABILITY'].upper()
         if chosen != wanted:
             warnings.warn(f'torch already dispatches {chosen} kernels (it ran before agentrl was imported), not '
-                          f'{wanted}: the CPU pin is not in force in this process. Import agentrl before torch, or start '
-                          'Python with ' + ' '.join(f'{k}={v}' for k, v in PINS.items()) + ' in its environment '
-                          '(make and the agentrl-ch10 Jupyter kernel do)', RuntimeWarning, stacklevel=2)
+                          f'{wanted}: the CPU pin is not in force in this process. Import agentrl before torch, or '
+                          'start Python with ' + ' '.join(f'{k}={v}' for k, v in PINS.items()) + ' in its '
+                          'environment (make and the agentrl-ch10 Jupyter kernel do)', RuntimeWarning, stacklevel=2)
     return set_now
 
 
