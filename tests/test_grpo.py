@@ -195,3 +195,8 @@ def test_training_results_do_not_depend_on_the_callers_thread_count(base):
 def test_negative_steps_are_refused():
     with pytest.raises(ValueError, match='steps'):
         arl.train_rl(None, [], None, arl.RLConfig(), steps=-3)
+
+
+def test_plain_train_rl_refuses_chapter_10_kinds_and_points_to_train_regularized():
+    with pytest.raises(ValueError, match='train_regularized'):
+        arl.train_rl(None, [], None, arl.RLConfig(kl_coef=0.1, kl_kind='k3+'), steps=1)

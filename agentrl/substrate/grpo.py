@@ -189,14 +189,12 @@ def policy_loss(logp, old_logp, advantages, mask, cfg, plugins=()):
     return loss, stats
 
 
-def _reference_plugins(ref_model, cfg):
-    """Chapter 9's KL term as a plug-in list: present when a reference is given and cfg.kl_coef > 0."""
-    if ref_model is None or not cfg.kl_coef:
-        return []
-    if cfg.kl_kind not in KL_KINDS:
-        raise ValueError(f"rl_update's KL term uses kl_penalty, which takes {', '.join(KL_KINDS)}; got kl_kind="
-                         f"{cfg.kl_kind!r} (the '+' kinds are chapter 10's kl_estimate)")
-    return [ReferenceKL(ref_model, cfg.kl_coef, cfg.kl_kind)]
+def chapter9_kl_kind(kind):
+    """kind if chapter 9's kl_penalty takes it, else a ValueError pointing to chapter 10's estimators."""
+    if kind not in KL_KINDS:
+        raise ValueError(f"chapter 9's KL term uses kl_penalty, which takes {', '.join(KL_KINDS)}; got kl_kind="
+                         f"{kind!r} (the '+' kinds are chapter 10's kl_estimate: use train_regularized)")
+    return kind
 
 
 def rl_update(model, optimizer, batch, advantages, cfg, ref_model=None, generator=None, plugins=None):
@@ -208,7 +206,10 @@ def rl_update(model, optimizer, batch, advantages, cfg, ref_model=None, generato
     entropy over policy tokens of each minibatch before its step. A NaN or infinite loss raises
     NonFiniteLossError before any weight changes.
     """
-    plugins = _reference_plugins(ref_model, cfg) if plugins is None else list(plugins)
+    if plugins is None:  # chapter 9's own KL term, when a reference is given and switched on
+        use_kl = ref_model is not None and cfg.kl_coef
+        plugins = [ReferenceKL(ref_model, cfg.kl_coef, chapter9_kl_kind(cfg.kl_kind))] if use_kl else []
+    plugins = list(plugins)
     ids, mask = batch['ids'], batch['action_mask']  # [B, T], [B, T-1]
     with torch.no_grad():
         old_logp = selected_log_probs(model(ids)[:, :-1] / cfg.temperature, ids[:, 1:])  # [B, T-1]
@@ -285,7 +286,7 @@ def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='
         raise ValueError(f'steps must be an int >= 0, got {steps!r}')
     plugins = list(plugins)
     if cfg.kl_coef and not any(p.replaces_reference_kl for p in plugins):
-        plugins.append(ReferenceKL(None, cfg.kl_coef, _checked_kind(cfg.kl_kind)))
+        plugins.append(ReferenceKL(None, cfg.kl_coef, chapter9_kl_kind(cfg.kl_kind)))
     with fixed_threads(TRAIN_THREADS):
         torch.manual_seed(cfg.seed)
         gen = torch.Generator().manual_seed(cfg.seed)  # task draws, sampling, minibatch order: one stream
@@ -320,10 +321,3 @@ def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='
             history.append(record)
     return history
 
-
-def _checked_kind(kind):
-    """kind if chapter 9's kl_penalty takes it, else a ValueError pointing to chapter 10's estimators."""
-    if kind not in KL_KINDS:
-        raise ValueError(f"train_rl's KL term uses kl_penalty, which takes {', '.join(KL_KINDS)}; got kl_kind="
-                         f"{kind!r} (the '+' kinds need chapter 10's train_regularized)")
-    return kind
