@@ -34,3 +34,20 @@ def quick_base(directory=None):
 
 def max_param_difference(model_a, model_b):
     return max((a - b).abs().max().item() for a, b in zip(model_a.parameters(), model_b.parameters()))
+
+
+class WrappedModel(torch.nn.Module):
+    """A TinyAgent inside another module (for models that break on purpose); sampling goes to the inner model."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model, self.cfg = model, model.cfg
+
+    def new_cache(self, batch_size):
+        return self.model.new_cache(batch_size)
+
+    def prefill(self, ids, cache):
+        return self.model.prefill(ids, cache)
+
+    def decode_step(self, ids, cache, t):
+        return self.model.decode_step(ids, cache, t)

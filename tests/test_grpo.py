@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import agentrl as arl
-from substrate_fixtures import max_param_difference, quick_base, quick_base_dir, tokenizer
+from substrate_fixtures import WrappedModel, max_param_difference, quick_base, quick_base_dir, tokenizer
 
 
 @pytest.fixture(scope='module')
@@ -23,7 +23,9 @@ def base(base_dir):
 
 @pytest.mark.parametrize('field, value, allowed', [
     ('kl_kind', 'k4', 'valid kinds'), ('kl_coef', -0.1, '>= 0'), ('lr', 0.0, '> 0'), ('lr', -1e-3, '> 0'),
-    ('group_size', 1, '>= 2'), ('temperature', 0.0, '> 0'), ('clip_low', 1.0, 'in \\(0, 1\\)'),
+    ('group_size', 1, '>= 2'), ('temperature', 0.0, 'in \\[0.01, 100'), ('temperature', 1e-30, 'in \\[0.01, 100'),
+    ('temperature', 1e4, 'in \\[0.01, 100'), ('seed', 2 ** 70, 'in \\[0, 2\\*\\*63\\)'), ('seed', -1, 'in \\[0, 2'),
+    ('eval_seed', 2 ** 64, 'in \\[0, 2'), ('clip_low', 1.0, 'in \\(0, 1\\)'),
     ('clip_low', 0.0, 'in \\(0, 1\\)'), ('clip_high', -0.2, '> 0'), ('epochs', 0, '>= 1'), ('minibatches', 0, '>= 1'),
     ('max_grad_norm', 0.0, '> 0'), ('tasks_per_step', 0, '>= 1'), ('max_turns', 0, '>= 1'),
     ('eval_every', -1, '>= 0'), ('epochs', 1.5, 'an int'), ('lr', float('nan'), 'finite'),
@@ -94,25 +96,11 @@ def test_rl_update_logs_entropy_kl_and_refuses_plus_kinds(base):
                       dataclasses.replace(cfg, kl_kind='k3+'), base)
 
 
-class NaNModel(torch.nn.Module):
-    """Wraps a model; its logits become NaN (a broken network)."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-        self.cfg = model.cfg
+class NaNModel(WrappedModel):
+    """Its logits become NaN (a broken network)."""
 
     def forward(self, ids):
         return self.model(ids) * float('nan')
-
-    def new_cache(self, batch_size):
-        return self.model.new_cache(batch_size)
-
-    def prefill(self, ids, cache):
-        return self.model.prefill(ids, cache)
-
-    def decode_step(self, ids, cache, t):
-        return self.model.decode_step(ids, cache, t)
 
 
 def test_a_nan_loss_stops_training_naming_the_step(base):

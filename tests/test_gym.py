@@ -98,7 +98,7 @@ def test_read_edit_submit_solve_a_task():
     assert done and observation == []
     assert env.info == dict(n_turns=3, submitted=True, hidden_pass=True, actions=[
         f'read L4 L{3 + len(task.lines)}', task.fix(offset=3), 'submit'], n_invalid=0, reads=1, edited=True,
-        truncated=False, reward=1.0)
+        truncated=False, reward=1.0, grader='pass')
     with pytest.raises(RuntimeError):
         env.step('submit')
 

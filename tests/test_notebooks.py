@@ -309,12 +309,12 @@ def test_a_failing_notebook_leaves_the_committed_one_untouched(tmp_path, capsys)
     write_notebook(good, ['print("fine")'])
     before = good.read_bytes()
     write_notebook(tmp_path / 'bad.ipynb', ['x = 1', 'raise ValueError("broken on purpose")'])
-    with pytest.raises(NotebookFailed, match=r'bad\.ipynb: cell 1 .*ValueError: broken on purpose'):
+    with pytest.raises(NotebookFailed, match=r'bad\.ipynb: cell 2 \(the 2nd code cell\).*ValueError: broken on purpose'):
         execute_notebook(tmp_path / 'bad.ipynb', good)
     assert good.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ['bad.ipynb', 'good.ipynb']  # no temp file left
     assert main([str(tmp_path / 'bad.ipynb')]) == 1
-    assert 'bad.ipynb: cell 1' in capsys.readouterr().err
+    assert 'bad.ipynb: cell 2' in capsys.readouterr().err
 
 
 def test_split_stream_outputs_are_joined():

@@ -6,6 +6,7 @@ import torch
 
 import agentrl as arl
 from agentrl.substrate import sft
+from agentrl.verified_cache import save_verified
 from substrate_fixtures import max_param_difference, tokenizer
 
 TINY = arl.SFTConfig(careful_steps=3, habit_steps=2, batch_size=4)
@@ -72,10 +73,10 @@ def test_mismatched_file_is_rebuilt_with_a_warning(tmp_path):
     good = arl.make_rl_base(tokenizer(), sft_cfg=TINY, directory=tmp_path)
     path = tmp_path / cache_files(tmp_path)[0]
     stored = torch.load(path, weights_only=True)
-    stored['key'] = '0' * 64  # a file made for other settings, under this name
-    stored['state_dict'] = {k: torch.zeros_like(v) for k, v in stored['state_dict'].items()}
-    torch.save(stored, path)
-    with pytest.warns(UserWarning, match='does not match'):
+    other = {**stored['description'], 'sft': {**stored['description']['sft'], 'seed': 1}}
+    zeros = {k: torch.zeros_like(v) for k, v in stored['payload'].items()}
+    save_verified(path, zeros, other)  # a valid file made for other settings, under this name
+    with pytest.warns(UserWarning, match="does not match at 'sft.seed'"):
         rebuilt = arl.make_rl_base(tokenizer(), sft_cfg=TINY, directory=tmp_path)
     assert max_param_difference(good, rebuilt) == 0.0
-    assert torch.load(path, weights_only=True)['key'] != '0' * 64
+    assert torch.load(path, weights_only=True)['description'] == stored['description']

@@ -1,25 +1,36 @@
 """Execute notebooks headlessly with papermill and commit their outputs only when they succeed.
 
 Usage: python -m agentrl.build.notebook_runner NOTEBOOK.ipynb [...] [-p NAME VALUE ...] [--output DIR]
+       [--cell-timeout SECONDS]
 
 Each notebook runs into a temporary file beside its destination; what changes from run to run
 (papermill and nbclient timings, paths, the injected cell's random id) is stripped; only then is the
-destination replaced. A failing notebook leaves the destination untouched, and the command exits 1
-naming the notebook and the failing cell.
+destination replaced. Mistakes are refused before a kernel starts: a parameter the notebook's
+`parameters` cell does not assign, or parameters without --output (which would overwrite the committed
+notebook). Any failure (a cell raising, the kernel dying, a cell outrunning the per-cell limit, a file
+that is not a notebook) leaves the destination untouched, and the command exits 1 with one line naming
+the notebook and the cell as a reader counts it: "cell 7 (the 4th code cell), starting '...'".
 """
 import argparse
 import ast
+import contextlib
+import functools
+import os
 import sys
 from pathlib import Path
 
 from agentrl.atomic import atomic_output
 
 KERNEL = 'agentrl-ch10'
+CELL_TIMEOUT = 1800  # seconds one cell may run before the run fails; generous, so only a hang trips it
 VOLATILE_CELL_METADATA = ('papermill', 'execution', 'ExecuteTime', 'collapsed', 'scrolled')
+PARAMETERS_TAG = 'parameters'
+INJECTED_TAG = 'injected-parameters'
+ERROR_MARKER_TAG = 'papermill-error-cell-tag'  # cells papermill adds to a failed output and drops on the next run
 
 
 class NotebookFailed(RuntimeError):
-    """A notebook raised while executing; the message names the notebook and the failing cell."""
+    """A notebook could not be run to the end; the message names the notebook and the cell concerned."""
 
 
 def strip_volatile(nb):
@@ -30,8 +41,8 @@ def strip_volatile(nb):
             cell.outputs = coalesce_streams(cell.outputs)
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
-        if 'injected-parameters' in cell.metadata.get('tags', []):
-            cell['id'] = 'injected-parameters'  # papermill gives it a random id on every run
+        if INJECTED_TAG in cell.metadata.get('tags', []):
+            cell['id'] = INJECTED_TAG  # papermill gives it a random id on every run
     return nb
 
 
@@ -46,24 +57,219 @@ def coalesce_streams(outputs):
     return joined
 
 
-def execute_notebook(src, dest, parameters=None, kernel=KERNEL):
-    """Run notebook src with papermill (cwd = its folder) and atomically write the stripped result to dest."""
+# --- reading a notebook and naming its cells ---------------------------------------------------------------------
+
+def read_notebook(path):
+    """(the notebook at path as an nbformat node, None), or (None, why not) if the file is not a valid notebook."""
+    import nbformat
+
+    try:
+        nb = nbformat.reads(Path(path).read_bytes().decode('utf-8'), as_version=4)
+        nbformat.validate(nb)
+    except UnicodeDecodeError as err:
+        return None, f'not text ({err.reason} at byte {err.start})'
+    except nbformat.reader.NotJSONError:
+        return None, 'not valid JSON'
+    except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError) as err:
+        return None, f'not a valid notebook ({str(err).splitlines()[0] if str(err) else type(err).__name__})'
+    return nb, None
+
+
+def tagged(cell, tag):
+    return tag in cell.metadata.get('tags', [])
+
+
+def first_tagged(nb, tag):
+    """Index of the first cell carrying tag, or None."""
+    return next((i for i, cell in enumerate(nb.cells) if tagged(cell, tag)), None)
+
+
+def ordinal(n):
+    """1 -> '1st', 2 -> '2nd', 11 -> '11th', 23 -> '23rd'."""
+    suffix = 'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')
+    return f'{n}{suffix}'
+
+
+def describe_cell(nb, index):
+    """A cell as a reader finds it: "cell 7 (the 4th code cell), starting 'history = ...'" (1-based counts)."""
+    cell = nb.cells[index]
+    lines = [line.strip() for line in cell.source.splitlines() if line.strip()]
+    start = lines[0] if lines else ''
+    start = start if len(start) <= 60 else start[:57] + '...'
+    if cell.cell_type != 'code':
+        return f'cell {index + 1} (a {cell.cell_type} cell), starting {start!r}'
+    nth_code = sum(c.cell_type == 'code' for c in nb.cells[:index + 1])
+    return f'cell {index + 1} (the {ordinal(nth_code)} code cell), starting {start!r}'
+
+
+def executed_order(nb, parameters):
+    """Where each cell papermill runs comes from: an index into nb.cells, or None for the cell it injects.
+
+    Mirrors papermill: it drops the error-marker cells of an earlier failed run and, given parameters, replaces
+    an earlier injected cell or else inserts one right after the `parameters` cell.
+    """
+    order = list(range(len(nb.cells)))
+    if parameters:
+        injected, params = first_tagged(nb, INJECTED_TAG), first_tagged(nb, PARAMETERS_TAG)
+        if injected is not None:
+            order[injected] = None
+        else:
+            order.insert(0 if params is None else params + 1, None)
+    return [i for i in order if i is None or not tagged(nb.cells[i], ERROR_MARKER_TAG)]
+
+
+def where(nb, parameters, executed_index):
+    """The reader's name for the cell papermill ran as executed_index (None: no cell could be identified)."""
+    order = executed_order(nb, parameters)
+    if executed_index is None or not 0 <= executed_index < len(order):
+        return 'an unidentified cell'
+    original = order[executed_index]
+    if original is not None:
+        return describe_cell(nb, original)
+    params = first_tagged(nb, PARAMETERS_TAG)
+    after = f' after cell {params + 1}' if params is not None else ''
+    return f'the parameters cell papermill injected{after}'
+
+
+# --- parameters ---------------------------------------------------------------------------------------------------
+
+def assigned_names(source):
+    """Names that top-level statements of Python source assign (a = ..., a: int = ..., a += ..., a, b = ...)."""
+    def names(target):
+        if isinstance(target, ast.Name):
+            yield target.id
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for element in target.elts:
+                yield from names(element)
+        elif isinstance(target, ast.Starred):
+            yield from names(target.value)
+
+    found = []
+    for statement in ast.parse(source).body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else \
+            [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else []
+        for target in targets:
+            found += [name for name in names(target) if name not in found]
+    return found
+
+
+def check_parameters(src, nb, parameters):
+    """Refuse any parameter the notebook's `parameters` cell does not assign, naming the ones it does."""
+    if not parameters:
+        return
+    index = first_tagged(nb, PARAMETERS_TAG)
+    try:
+        known = [] if index is None else assigned_names(nb.cells[index].source)
+    except SyntaxError as err:
+        raise NotebookFailed(f'{src}: no cell ran: its parameters cell, {describe_cell(nb, index)}, is not plain '
+                             f'Python ({err.msg}, line {err.lineno}), so its parameters cannot be read') from None
+    unknown = [name for name in parameters if name not in known]
+    if not unknown:
+        return
+    named = f"unknown parameter{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))}"
+    if index is None:
+        raise NotebookFailed(f"{src}: no cell ran: {named}; the notebook has no cell tagged '{PARAMETERS_TAG}', "
+                             f"so it takes no parameters")
+    raise NotebookFailed(f"{src}: no cell ran: {named}; the notebook's parameters (cell {index + 1}, tagged "
+                         f"'{PARAMETERS_TAG}') are: {', '.join(known) or 'none'}")
+
+
+# --- running --------------------------------------------------------------------------------------------------------
+
+_ENGINE = 'agentrl'
+
+
+@functools.lru_cache(maxsize=None)
+def register_engine():
+    """Register (once) papermill's nbclient engine with two changes, under the name _ENGINE.
+
+    An exception escaping a cell (the kernel dying, the cell timing out) carries the index of the cell papermill was
+    running as `executed_index`; and after a timeout the busy kernel is killed rather than asked to shut down (asked,
+    it answers with a traceback of its own on stderr).
+    """
+    from nbclient.exceptions import CellTimeoutError
+    from papermill.clientwrap import PapermillNotebookClient
+    from papermill.engines import NBClientEngine, papermill_engines
+    from papermill.log import logger
+    from papermill.utils import remove_args
+
+    class Client(PapermillNotebookClient):
+        def execute_cell(self, cell, cell_index, *args, **kwargs):
+            try:
+                return super().execute_cell(cell, cell_index, *args, **kwargs)
+            except Exception as err:
+                err.executed_index = cell_index
+                if isinstance(err, CellTimeoutError):
+                    self.shutdown_kernel = 'immediate'
+                raise
+
+    class Engine(NBClientEngine):
+        @classmethod
+        def execute_managed_notebook(cls, nb_man, kernel_name, log_output=False, stdout_file=None, stderr_file=None,
+                                     start_timeout=60, execution_timeout=None, **kwargs):
+            kwargs = remove_args(['input_path', 'timeout', 'startup_timeout'], **kwargs)
+            return Client(nb_man, timeout=execution_timeout, startup_timeout=start_timeout, kernel_name=kernel_name,
+                          log=logger, log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
+                          **kwargs).execute()
+
+    papermill_engines.register(_ENGINE, Engine)
+
+
+def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CELL_TIMEOUT):
+    """Run notebook src with papermill (cwd = its folder) and atomically write the stripped result to dest.
+
+    Raises NotebookFailed, leaving dest as it was, for an unknown parameter, for parameters with dest = src, for a
+    file that is not a notebook, and for a cell that raises, kills the kernel or runs longer than cell_timeout s.
+    """
     import nbformat
     import papermill
+    from jupyter_client.kernelspec import NoSuchKernel
+    from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    src, dest = Path(src), Path(dest)
+    src, dest, parameters = Path(src), Path(dest), dict(parameters or {})
     if not src.is_file():
         raise FileNotFoundError(f'no notebook at {src}')
-    with atomic_output(dest, '.ipynb') as tmp:
-        try:
-            papermill.execute_notebook(str(src), str(tmp), parameters=parameters or {}, kernel_name=kernel,
-                                       cwd=str(src.parent), progress_bar=False, log_output=False)
-        except papermill.PapermillExecutionError as err:
-            first_line = err.source.strip().splitlines()[0] if err.source.strip() else ''
-            raise NotebookFailed(f'{src}: cell {err.cell_index} (execution count {err.exec_count}, '
-                                 f'starting {first_line!r}) raised {err.ename}: {err.evalue}') from None
-        nb = strip_volatile(nbformat.read(tmp, as_version=4))
-        nbformat.write(nb, tmp)
+    if int(cell_timeout) != cell_timeout or cell_timeout <= 0:
+        raise ValueError(f'cell_timeout must be a positive whole number of seconds, not {cell_timeout!r}')
+    nb, reason = read_notebook(src)
+    if nb is None:
+        raise NotebookFailed(f'{src}: no cell ran: the file is {reason}')
+    check_parameters(src, nb, parameters)
+    if parameters and dest.resolve() == src.resolve():
+        settings = ' '.join(f'{k}={v!r}' for k, v in parameters.items())
+        raise NotebookFailed(f'{src}: no cell ran: refusing to overwrite the committed notebook with a run on '
+                             f'{settings}; pass --output DIR to write the run elsewhere')
+    register_engine()
+    made = [folder for folder in (dest.parent, *dest.parent.parents) if not folder.exists()]  # deepest first
+    try:
+        with atomic_output(dest, '.ipynb') as tmp:
+            try:
+                papermill.execute_notebook(str(src), str(tmp), parameters=parameters, kernel_name=kernel,
+                                           engine_name=_ENGINE, cwd=str(src.parent), progress_bar=False,
+                                           log_output=False, execution_timeout=int(cell_timeout))
+            except papermill.PapermillExecutionError as err:
+                raise NotebookFailed(f'{src}: {where(nb, parameters, err.cell_index)}: '
+                                     f'raised {err.ename}: {err.evalue}') from None
+            except DeadKernelError as err:
+                raise NotebookFailed(f'{src}: {where(nb, parameters, getattr(err, "executed_index", None))}: '
+                                     f'the kernel died while running it') from None
+            except CellTimeoutError as err:
+                raise NotebookFailed(f'{src}: {where(nb, parameters, getattr(err, "executed_index", None))}: '
+                                     f'still running after the cell limit of {int(cell_timeout)} s '
+                                     f'(raise it with --cell-timeout SECONDS)') from None
+            except NoSuchKernel:
+                raise NotebookFailed(f'{src}: no cell ran: no Jupyter kernel named {kernel!r} is installed') from None
+            except Exception as err:  # anything else papermill or nbclient raises: still say where it happened
+                index = getattr(err, 'executed_index', None)
+                place = 'no cell ran' if index is None else where(nb, parameters, index)
+                raise NotebookFailed(f'{src}: {place}: {type(err).__name__}: {err}') from err
+            nb = strip_volatile(nbformat.read(tmp, as_version=4))
+            nbformat.write(nb, tmp)
+    except NotebookFailed:
+        for folder in made:  # leave no trace, not even the --output folder made for this run
+            if folder.is_dir() and not any(folder.iterdir()):
+                folder.rmdir()
+        raise
     return dest
 
 
@@ -75,25 +281,63 @@ def parse_value(text):
         return text
 
 
+def positive_seconds(text):
+    """--cell-timeout's value: a positive whole number of seconds."""
+    try:
+        seconds = int(text)
+    except ValueError:
+        seconds = 0
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f'expected a positive whole number of seconds, got {text!r}')
+    return seconds
+
+
+@contextlib.contextmanager
+def side_run_folders(output):
+    """With --output DIR, the kernels write results and figures under DIR, never over the committed ones.
+
+    The variables are set for the block only (the kernels inherit them) and restored afterwards.
+    """
+    if output is None:
+        yield
+        return
+    saved = {name: os.environ.get(name) for name in ('AGENTRL_RESULTS_DIR', 'AGENTRL_FIGURES_DIR')}
+    for name, folder in (('AGENTRL_RESULTS_DIR', 'results'), ('AGENTRL_FIGURES_DIR', 'figures')):
+        os.environ.setdefault(name, str((output / folder).resolve()))
+    print(f'results and figures of this run go to {os.environ["AGENTRL_RESULTS_DIR"]} and '
+          f'{os.environ["AGENTRL_FIGURES_DIR"]}', flush=True)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def main(argv=None):
     """Command-line entry: execute each notebook in place (or into --output), exit 1 on the first failure."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('notebooks', nargs='+', type=Path)
     parser.add_argument('-p', '--parameter', nargs=2, action='append', default=[], metavar=('NAME', 'VALUE'))
-    parser.add_argument('--output', type=Path, help='write executed notebooks here instead of in place')
+    parser.add_argument('--output', type=Path, metavar='DIR',
+                        help='write executed notebooks here instead of in place (required with -p)')
+    parser.add_argument('--cell-timeout', type=positive_seconds, default=CELL_TIMEOUT, metavar='SECONDS',
+                        help=f'fail when one cell runs longer than this (default {CELL_TIMEOUT})')
     args = parser.parse_args(argv)
     parameters = {name: parse_value(value) for name, value in args.parameter}
-    for path in args.notebooks:
-        dest = path if args.output is None else args.output / path.name
-        print(f'executing {path}', flush=True)
-        try:
-            execute_notebook(path, dest, parameters)
-        except (NotebookFailed, FileNotFoundError) as err:
-            print(f'FAILED: {err}', file=sys.stderr)
-            return 1
+    with side_run_folders(args.output):
+        for path in args.notebooks:
+            dest = path if args.output is None else args.output / path.name
+            print(f'executing {path}', flush=True)
+            try:
+                execute_notebook(path, dest, parameters, cell_timeout=args.cell_timeout)
+            except (NotebookFailed, OSError) as err:
+                print(f'FAILED: {err}', file=sys.stderr)
+                return 1
     return 0
 
 
 if __name__ == '__main__':
     sys.exit(main())
-

@@ -3,15 +3,15 @@ import copy
 import dataclasses
 import hashlib
 import json
+import math
 import re
-import warnings
+from collections.abc import Mapping
 from concurrent.futures import ProcessPoolExecutor
 from functools import lru_cache
 from multiprocessing import get_context
 
 import torch
 
-from agentrl.atomic import atomic_output
 from agentrl.ch10.evaluation import diversity
 from agentrl.ch10.regularizers import COV_VARIANTS, centered_cross_product, entropy_bonus, train_regularized
 from agentrl.core.logprobs import masked_mean, selected_log_probs
@@ -21,6 +21,7 @@ from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig, fixed_thread
 from agentrl.substrate.gym import make_tasks
 from agentrl.substrate.sft import make_rl_base
 from agentrl.substrate.tokenizer import build_tokenizer
+from agentrl.verified_cache import load_verified, save_verified
 
 RUN_FORMAT = 2  # bump when the content of a saved run changes
 # RunSpec fields that choose chapter 10's covariance-aware policy loss rather than an RLConfig setting
@@ -32,7 +33,7 @@ POLICY_LOSS_FIELDS = {'loss_variant': 'variant', 'cov_fraction': 'fraction', 'co
 class RunSpec:
     """One training run of train_regularized followed by the held-out diversity evaluation."""
     name: str  # the setting's label, e.g. 'KL k3+ 0.3'
-    fields: tuple = ()  # RLConfig fields other than seed, as (name, value) pairs
+    fields: tuple = ()  # RLConfig fields other than seed, as (name, value) pairs or a dict (stored as sorted pairs)
     entropy_coef: float = 0.0  # train_regularized's entropy-bonus coefficient
     kl_in_reward: bool = False  # train_regularized's KL-in-reward placement
     steps: int = 40  # GRPO steps
@@ -43,6 +44,9 @@ class RunSpec:
     probes: tuple = ()  # measurements during training: 'heldout:N' (held-out eval every N steps), 'covariance'
 
     def __post_init__(self):
+        object.__setattr__(self, 'fields', _field_pairs(self.fields))
+        if self.init is not None and not isinstance(self.init, RunSpec):
+            raise TypeError(f'RunSpec.init must be a RunSpec or None, got {type(self.init).__name__}')
         if self.reference not in ('start', 'rl_base'):
             raise ValueError(f"RunSpec.reference must be 'start' or 'rl_base', got {self.reference!r}")
         if self.steps < 1:
@@ -71,8 +75,36 @@ class RunSpec:
         out = dataclasses.asdict(self)
         del out['name']
         out['init'] = None if self.init is None else self.init.describe()
-        out['fields'] = [list(pair) for pair in self.fields]
+        out['fields'] = [[name, value] for name, value in self.fields]
         return out
+
+
+def _plain_value(value):
+    """Whether value is a JSON-able plain value: a finite number, str, bool, None, or a tuple of such values."""
+    if isinstance(value, tuple):
+        return all(_plain_value(item) for item in value)
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return value is None or type(value) in (bool, int, str)
+
+
+def _field_pairs(fields):
+    """RunSpec.fields as a tuple of (name, value) pairs sorted by name; a clear error for anything else."""
+    allowed = 'a dict or a tuple of (name, value) pairs'
+    if isinstance(fields, Mapping):
+        fields = tuple(fields.items())
+    if not isinstance(fields, (tuple, list)):
+        raise TypeError(f'RunSpec.fields must be {allowed}, got {type(fields).__name__} {fields!r}')
+    for pair in fields:
+        if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], str)):
+            raise TypeError(f'RunSpec.fields must be {allowed} with str names, got the item {pair!r}')
+        if not _plain_value(pair[1]):
+            raise TypeError(f'RunSpec.fields: {pair[0]} = {pair[1]!r} is not a plain value; allowed: finite numbers, '
+                            'str, bool, None and tuples of them')
+    names = [name for name, _ in fields]
+    if len(set(names)) != len(names):
+        raise ValueError(f'RunSpec.fields names a field more than once: {names}')
+    return tuple(sorted((name, value) for name, value in fields))
 
 
 def arm(name, fields=None, entropy_coef=0.0, kl_in_reward=False, steps=40, seed=0, kl_target=None, probes=()):
@@ -131,18 +163,14 @@ def run_path(spec):
 
 
 def load_run(spec):
-    """The saved run of spec, or None if it is missing, corrupt or was produced by something else (with a warning)."""
-    path = run_path(spec)
-    if not path.exists():
-        return None
-    try:
-        run = torch.load(path, weights_only=True)
-        if run['provenance'] != provenance(spec):
-            raise ValueError('its provenance does not match')
-        return run
-    except Exception as err:  # a corrupt file is rebuilt, never trusted
-        warnings.warn(f'ignoring saved run {path.name} ({err}); it will be recomputed')
-        return None
+    """The saved run of spec, or None if it is missing, corrupt or was produced by something else (with a warning).
+
+    The file stores the run's checksum and its full provenance (agentrl.verified_cache), both checked here. A
+    directory at the run's path raises IsADirectoryError, so ensure_run fails before training, not after.
+    """
+    described = provenance(spec)
+    run = load_verified(run_path(spec), described, 'saved run')
+    return None if run is None else dict(provenance=described, **run)
 
 
 def train_and_evaluate(spec):
@@ -206,9 +234,10 @@ def ensure_run(spec):
     """The run of spec: loaded if saved with the same provenance, else trained, evaluated and saved atomically."""
     run = load_run(spec)
     if run is None:
-        run = dict(provenance=provenance(spec), **train_and_evaluate(spec))
-        with atomic_output(run_path(spec), '.pt') as tmp:
-            torch.save(run, tmp)
+        described = provenance(spec)
+        result = train_and_evaluate(spec)
+        save_verified(run_path(spec), result, described)
+        run = dict(provenance=described, **result)
     return run
 
 

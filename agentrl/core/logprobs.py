@@ -18,13 +18,19 @@ def selected_log_probs(logits, ids):
 
 
 def entropy_from_logits(logits):
-    """Exact entropy in nats of softmax(logits) over the last axis: [..., V] -> [...]."""
+    """Exact entropy in nats of softmax(logits) over the last axis: [..., V] -> [...].
+
+    A logit of -inf (a token masked out) has probability 0 and adds 0 (p log p -> 0), value and gradient alike.
+    """
     logp = torch.log_softmax(logits, -1)
-    return -(logp.exp() * logp).sum(-1)
+    finite_logp = logp.masked_fill(torch.isneginf(logp), 0.0)  # 0 * -inf would be nan
+    return -(logp.exp() * finite_logp).sum(-1)
 
 
 def masked_mean(x, mask):
     """Mean of x over the positions where mask is 1 (padding ignored): [...], [...] -> scalar; 0 if mask is empty."""
     check_same_shape('x', x, 'mask', mask)
     keep = mask > 0
+    if x.dtype in (torch.float16, torch.bfloat16):  # their sums overflow early (float16 at 65504): add in float32
+        return masked_mean(x.float(), mask).to(x.dtype)
     return torch.where(keep, x, torch.zeros_like(x)).sum() / keep.sum().clamp(min=1).to(x.dtype)

@@ -6,6 +6,7 @@ and adjust its own coefficients between steps. Chapter 9's own KL-to-reference t
 (`ReferenceKL`); chapter 10's regularisers live in agentrl.ch10.regularizers and use the same hooks.
 """
 import copy
+import math
 import dataclasses
 
 import torch
@@ -19,6 +20,9 @@ from agentrl.substrate.rollout import behavior_stats, collate, sample_groups, sa
 TRAIN_THREADS = 1  # torch threads while training: fixed, so results never depend on the caller's thread count
 
 
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
+
+
 @dataclasses.dataclass(frozen=True)
 class RLConfig:
     """GRPO settings (the book's defaults); bad values raise ValueError naming the field and its allowed range."""
@@ -26,7 +30,7 @@ class RLConfig:
     lr: float = 5e-4  # Adam learning rate, > 0
     epochs: int = 1  # passes over each step's batch, >= 1
     minibatches: int = 2  # minibatches per pass (one optimizer step each), >= 1
-    temperature: float = 1.0  # sampling temperature; training log-probs use logits / temperature too; > 0
+    temperature: float = 1.0  # sampling temperature; training log-probs use logits / temperature too; in [0.01, 100]
     kl_coef: float = 0.0  # weight of the KL-to-reference term in the loss, >= 0 (0 = off)
     kl_kind: str = 'k3'  # KL estimator: 'k1', 'k2', 'k3' (rl_update) or chapter 10's 'k1+', 'k3+'
     clip_low: float = 0.2  # PPO clip below: ratio >= 1 - clip_low counts; in (0, 1)
@@ -56,7 +60,10 @@ class RLConfig:
         check('lr', self.lr > 0, '> 0')
         check('epochs', self.epochs >= 1, '>= 1')
         check('minibatches', self.minibatches >= 1, '>= 1')
-        check('temperature', self.temperature > 0, '> 0')
+        check('temperature', MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE,
+              f'in [{MIN_TEMPERATURE}, {MAX_TEMPERATURE}] (beyond, logits / temperature leave float32\'s useful range)')
+        for name in ('seed', 'eval_seed'):
+            check(name, 0 <= getattr(self, name) < 2 ** 63, 'in [0, 2**63) (a torch.Generator seed)')
         check('kl_coef', self.kl_coef >= 0, '>= 0')
         try:
             check_kl_kind(self.kl_kind)
@@ -231,6 +238,9 @@ def rl_update(model, optimizer, batch, advantages, cfg, ref_model=None, generato
             optimizer.zero_grad()
             loss.backward()
             stats['grad_norm'] = float(torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.max_grad_norm))
+            if not math.isfinite(stats['grad_norm']):
+                raise NonFiniteLossError(f'the gradient norm is {stats["grad_norm"]} (the loss {loss.item()} is finite); '
+                                         'the model was not updated')
             optimizer.step()
             per_minibatch.append(stats)
     return {key: sum(s[key] for s in per_minibatch) / len(per_minibatch) for key in per_minibatch[0]}

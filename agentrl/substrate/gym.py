@@ -19,13 +19,15 @@ function (one name per function family) but not the bug. Every bug replaces
 one of eight operators by its counterpart, and the correct sources never contain the wrong tokens,
 so a reader can spot the bug and its fix; an agent that does not read can only guess which of the
 family's operators was broken (about one chance in five).
+
+The hidden tests run the agent's code in a separate worker process under time, memory and file limits
+(agentrl/substrate/sandbox.py); a time-out or a crash there fails the episode and is recorded in
+``info['grader']``, it never stops training.
 """
 import dataclasses
 import random
-import sys
-import time
-import warnings
 
+from agentrl.substrate.sandbox import SAFE_BUILTINS, Sandbox, call_with_line_budget
 from agentrl.substrate.task_families import FAMILY_TABLE, source_lines
 
 END = ';'  # ends every tool call
@@ -43,9 +45,6 @@ PYTHON_KEYWORDS = ('False', 'None', 'True', 'and', 'as', 'assert', 'async', 'awa
                    'yield')  # keyword.kwlist of Python 3.11, written out so the vocabulary is the same on every Python
 PYTHON_WORDS = PYTHON_KEYWORDS + tuple('0123456789') + (
     '+', '-', '*', '/', '//', '%', '**', '==', '!=', '<', '<=', '>', '>=', '=', '(', ')', '[', ']', ',', ':', '.')
-SAFE_BUILTINS = {'len': len, 'range': range, 'min': min, 'max': max, 'abs': abs, 'sum': sum, 'sorted': sorted}
-LINE_BUDGET = 2_000  # executed lines per hidden test call (a deterministic time limit; correct code needs <= 121)
-WALL_BUDGET = 1.0  # seconds per hidden test call, a backstop that deterministic code never reaches
 N_HIDDEN_TESTS = 12
 HELDOUT_SIZE = 10
 
@@ -95,71 +94,44 @@ class Task:
 
 
 
-class TimeLimitExceeded(Exception):
-    """A hidden test ran more than LINE_BUDGET lines (or WALL_BUDGET seconds)."""
-
-
-def _call_with_limit(function, args):
-    """Call function(*args), raising TimeLimitExceeded after LINE_BUDGET executed lines or WALL_BUDGET seconds."""
-    deadline, executed = time.perf_counter() + WALL_BUDGET, 0
-
-    def trace_lines(frame, event, arg):
-        nonlocal executed
-        if event == 'line':
-            executed += 1
-            if executed > LINE_BUDGET or (executed % 1000 == 0 and time.perf_counter() > deadline):
-                raise TimeLimitExceeded(f'more than {LINE_BUDGET} lines or {WALL_BUDGET} s')
-        return trace_lines
-
-    previous = sys.gettrace()
-    sys.settrace(lambda frame, event, arg: trace_lines)
-    try:
-        return function(*args)
-    finally:
-        sys.settrace(previous)
-
-
 def _copy_args(args):
     return tuple(list(a) if isinstance(a, list) else a for a in args)
 
 
-def run_hidden_tests(lines, name, tests):
-    """Compile the source lines, then call function `name` on each hidden input; True iff every output matches.
+_SANDBOX = Sandbox()  # one grading worker per process, started on first use
 
-    The code runs in a namespace whose builtins are only SAFE_BUILTINS, each call under a line budget;
-    a syntax error, a missing function, an exception or a time-out is a failure, never an exception.
+
+def run_hidden_tests(lines, name, tests):
+    """Whether function `name` of the source `lines` returns the expected value on every (args, expected) test.
+
+    The code runs in a separate worker process under limits, with only SAFE_BUILTINS (agentrl.substrate.sandbox);
+    a syntax error, a missing function, an exception, a time-out or a crash of the worker is a failure, never an
+    exception here.
     """
-    try:
-        with warnings.catch_warnings():  # the agent's code may trigger SyntaxWarnings: not ours to print
-            warnings.simplefilter('ignore')
-            code = compile('\n'.join(lines) + '\n', '<task>', 'exec')
-    except (SyntaxError, ValueError):
-        return False
-    namespace = {'__builtins__': dict(SAFE_BUILTINS)}
-    try:
-        _call_with_limit(lambda: exec(code, namespace), ())
-        function = namespace.get(name)
-        if not callable(function):
-            return False
-        for args, expected in tests:
-            if _call_with_limit(function, _copy_args(args)) != expected:
-                return False
-    except Exception:  # noqa: BLE001 - any error of the agent's code is a failed test
-        return False
-    return True
+    return grade_source(lines, name, tests)[0] == 'pass'
+
+
+def grade_source(lines, name, tests):
+    """(outcome, detail) of the hidden tests on `lines`: outcome 'pass', 'fail', 'timeout' or 'crash'."""
+    return _SANDBOX.run('\n'.join(lines) + '\n', name, [(_copy_args(args), expected) for args, expected in tests])
 
 
 _TEST_CACHE = {}  # (family, source text) -> passed; sources repeat a lot during training
 
 
-def passes_hidden_tests(task, lines):
-    """Whether `lines` (the task's source after the agent's edit) pass the task's hidden tests, cached by source."""
+def hidden_test_outcome(task, lines):
+    """'pass', 'fail', 'timeout' or 'crash': the hidden tests on `lines` (the task's source after the edit), cached by source."""
     key = (task.family, '\n'.join(lines))
     if key not in _TEST_CACHE:
         if len(_TEST_CACHE) > 100_000:
             _TEST_CACHE.clear()
-        _TEST_CACHE[key] = run_hidden_tests(lines, task.family, task.tests)
+        _TEST_CACHE[key] = grade_source(lines, task.family, task.tests)[0]
     return _TEST_CACHE[key]
+
+
+def passes_hidden_tests(task, lines):
+    """Whether `lines` (the task's source after the agent's edit) pass the task's hidden tests, cached by source."""
+    return hidden_test_outcome(task, lines) == 'pass'
 
 
 def _make_families():
@@ -174,12 +146,12 @@ def _make_families():
 def _hidden_tests(family):
     """N_HIDDEN_TESTS deterministic (args, expected) pairs computed by running the correct source."""
     rng = random.Random(f'hidden tests of {family.name}')
-    namespace = {'__builtins__': dict(SAFE_BUILTINS)}
+    namespace = {'__builtins__': dict(SAFE_BUILTINS)}  # our own correct code: it runs here, not in the worker
     exec(compile('\n'.join(family.lines) + '\n', family.name, 'exec'), namespace)
     tests = []
     for _ in range(N_HIDDEN_TESTS):
         args = family.make_args(rng)
-        tests.append((args, _call_with_limit(namespace[family.name], _copy_args(args))))
+        tests.append((args, call_with_line_budget(namespace[family.name], _copy_args(args))))
     return tuple(tests)
 
 
@@ -293,7 +265,7 @@ class Env:
             raise ValueError(f'offset must be in [0, {task.max_offset}] for {task.task_id}, got {offset}')
         self.task, self.lines, self.done = task, [''] * offset + list(task.lines), False
         self.info = dict(n_turns=0, submitted=False, hidden_pass=False, actions=[], n_invalid=0, reads=0,
-                         edited=False, truncated=False, reward=0.0)
+                         edited=False, truncated=False, reward=0.0, grader=None)  # grader: the tests' outcome
         return task.prompt(offset)
 
     @property
@@ -312,8 +284,12 @@ class Env:
         if isinstance(call, str):
             words = call.split()
             words = words if words and words[-1] == END else words + [END]
-        else:
+        elif isinstance(call, (list, tuple)) and all(isinstance(word, str) for word in call):
             words = list(call)
+        else:
+            raise TypeError(f'step() takes a call as a string or a list of words, got {call!r}')
+        if not words:
+            raise ValueError("step() got an empty call: a call has at least one word, e.g. ['submit', ';']")
         self.info['n_turns'] += 1
         if words[-1] != END:
             observation = self._invalid('call', 'too', 'long')
@@ -340,7 +316,8 @@ class Env:
                 return self._invalid('bad', 'arguments')
             self.done = True
             self.info['submitted'] = True
-            self.info['hidden_pass'] = passes_hidden_tests(self.task, self.lines)
+            self.info['grader'] = hidden_test_outcome(self.task, self.lines)
+            self.info['hidden_pass'] = self.info['grader'] == 'pass'
             self.info['reward'] = float(self.info['hidden_pass'])
             return []
         if tool == 'read':

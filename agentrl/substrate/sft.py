@@ -12,10 +12,7 @@ import dataclasses
 import hashlib
 import json
 import math
-import os
 import random
-import tempfile
-import warnings
 from pathlib import Path
 
 import torch
@@ -25,6 +22,7 @@ from agentrl.paths import cache_dir
 from agentrl.substrate.gym import END, MAX_LINES, Env, draw_offset, make_tasks
 from agentrl.substrate.model import ModelConfig, TinyAgent
 from agentrl.progress import progress
+from agentrl.verified_cache import load_verified, save_verified
 
 
 
@@ -180,44 +178,39 @@ def build_rl_base(tok, tasks, model_cfg, sft_cfg):
     return model.eval()
 
 
-def cache_key(tok, tasks, model_cfg, sft_cfg):
-    """SHA-256 of everything that determines the RL base's weights."""
-    content = dict(code=code_fingerprint(), kernels=kernel_choice(), torch=torch.__version__, threads=BUILD_THREADS, vocabulary=tok.words,
-                   tasks=[(t.task_id, t.source, t.fix(), repr(t.tests), t.sites) for t in tasks],
+def rl_base_description(tok, tasks, model_cfg, sft_cfg):
+    """Everything that determines the RL base's weights, as JSON: settings, vocabulary, tasks, code, kernels, torch."""
+    content = dict(code=code_fingerprint(), kernels=kernel_choice(), torch=torch.__version__, threads=BUILD_THREADS,
+                   vocabulary=tok.words, tasks=[(t.task_id, t.source, t.fix(), repr(t.tests), t.sites) for t in tasks],
                    model=dataclasses.asdict(model_cfg), sft=dataclasses.asdict(sft_cfg))
-    return hashlib.sha256(json.dumps(content, sort_keys=True, default=repr).encode()).hexdigest()
+    return json.loads(json.dumps(content, default=repr))
+
+
+def cache_key(tok, tasks, model_cfg, sft_cfg):
+    """SHA-256 of everything that determines the RL base's weights (it names the cache file)."""
+    description = rl_base_description(tok, tasks, model_cfg, sft_cfg)
+    return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
 
 
 def make_rl_base(tok, tasks=None, sft_cfg=None, model_cfg=None, directory=None):
     """The RL base agent (TinyAgent after SFT; model(ids [B, T]) -> logits [B, T, V]), built once then loaded from disk.
 
-    The cache file is keyed by tasks (default make_tasks('train')), vocabulary, model and SFT settings
-    and the code fingerprint (agentrl.fingerprint); it is written atomically; a corrupt or mismatched file is rebuilt with a warning.
+    The cache file is named by cache_key and stores, beside the weights, their checksum and the full description
+    they were built from (agentrl.verified_cache): a corrupt or mismatched file is rebuilt with a warning. A
+    directory at the file's path raises IsADirectoryError before anything is built.
     """
     tasks = make_tasks('train') if tasks is None else tasks
     sft_cfg = SFTConfig() if sft_cfg is None else sft_cfg
     model_cfg = ModelConfig(vocab_size=len(tok)) if model_cfg is None else model_cfg
+    description = rl_base_description(tok, tasks, model_cfg, sft_cfg)
     key = cache_key(tok, tasks, model_cfg, sft_cfg)
     directory = Path(directory) if directory is not None else cache_dir()
     path = directory / f'rl_base-{key[:16]}.pt'
-    if path.exists():
-        try:
-            stored = torch.load(path, weights_only=True)
-            if stored.get('key') != key:
-                raise ValueError('its key does not match these tasks, vocabulary and settings')
-            model = TinyAgent(model_cfg)
-            model.load_state_dict(stored['state_dict'])
-            return model.eval()
-        except Exception as error:  # noqa: BLE001 - any unreadable or foreign file is rebuilt
-            warnings.warn(f'cached RL base {path} is unusable ({error}); rebuilding it', stacklevel=2)
+    state_dict = load_verified(path, description, 'cached RL base')
+    if state_dict is not None:
+        model = TinyAgent(model_cfg)
+        model.load_state_dict(state_dict)
+        return model.eval()
     model = build_rl_base(tok, tasks, model_cfg, sft_cfg)
-    directory.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix='.rl_base-', suffix='.tmp')
-    try:
-        with os.fdopen(handle, 'wb') as file:
-            torch.save(dict(key=key, state_dict=model.state_dict()), file)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    save_verified(path, model.state_dict(), description)
     return model

@@ -1,0 +1,193 @@
+"""Caches that cannot lie: checksummed, fully described, atomic, with the tree's permissions, checked first."""
+import os
+import shutil
+import warnings
+
+import pytest
+import torch
+
+import agentrl as arl
+from agentrl.ch10 import experiments
+from agentrl.substrate import sft
+from agentrl.verified_cache import checksum, load_verified, save_verified
+from substrate_fixtures import max_param_difference, tokenizer
+
+TINY = arl.SFTConfig(careful_steps=3, habit_steps=2, batch_size=4)
+UMASK = 0o027  # not the usual 0o022, so the test sees the umask applied rather than a coincidence
+
+
+def build_forbidden(*args, **kwargs):
+    raise AssertionError('built although a valid cache file exists (or before the path was checked)')
+
+
+def train_forbidden(spec):
+    raise AssertionError('trained although a valid run file exists (or before the path was checked)')
+
+
+def flip_byte_inside(path, tensor):
+    """Flip one bit inside tensor's bytes where they sit in the file (torch.load does not notice)."""
+    data = bytearray(path.read_bytes())
+    at = data.find(tensor.detach().contiguous().numpy().tobytes())
+    assert at >= 0, 'the tensor data was not found in the file'
+    data[at + 5] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+@pytest.fixture(scope='module')
+def rl_base_file(tmp_path_factory):
+    """A tiny RL base built once, under UMASK -> (its cache file, its state_dict)."""
+    directory = tmp_path_factory.mktemp('rl_base')
+    old = os.umask(UMASK)
+    try:
+        model = arl.make_rl_base(tokenizer(), sft_cfg=TINY, directory=directory)
+    finally:
+        os.umask(old)
+    [path] = directory.iterdir()
+    return path, {k: v.clone() for k, v in model.state_dict().items()}
+
+
+@pytest.fixture()
+def fake_runs(tmp_path, monkeypatch):
+    """Runs in tmp_path with a stand-in RL base and training (deterministic, instant) -> the specs trained."""
+    monkeypatch.setenv('AGENTRL_RUNS_DIR', str(tmp_path / 'runs'))
+    base = torch.nn.Linear(3, 2)
+    torch.nn.init.constant_(base.weight, 0.5)
+    monkeypatch.setattr(experiments, 'substrate', lambda: (None, None, None, base))
+    trained = []
+
+    def train(spec):
+        trained.append(spec)
+        weights = torch.randn(4, 8, generator=torch.Generator().manual_seed(spec.seed))
+        return dict(history=[dict(step=0, reward=0.25)], metrics=dict(pass1=0.5), vocab_size=7,
+                    state_dict={'w': weights})
+
+    monkeypatch.setattr(experiments, 'train_and_evaluate', train)
+    return trained
+
+
+def test_a_flipped_byte_in_rl_base_weights_is_caught_and_rebuilt(rl_base_file, tmp_path, monkeypatch):
+    original, weights = rl_base_file
+    path = tmp_path / original.name
+    shutil.copy(original, path)
+    key = next(k for k, v in weights.items() if v.dim() == 2)
+    flip_byte_inside(path, weights[key])
+    torch.load(path, weights_only=True)  # still loads: only the checksum can tell
+    with pytest.warns(UserWarning, match='checksum mismatch'):
+        rebuilt = arl.make_rl_base(tokenizer(), sft_cfg=TINY, directory=tmp_path)
+    assert all(torch.equal(rebuilt.state_dict()[k], v) for k, v in weights.items())
+    monkeypatch.setattr(sft, 'build_rl_base', build_forbidden)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')  # the rewritten file is trusted again
+        assert max_param_difference(rebuilt, arl.make_rl_base(tokenizer(), sft_cfg=TINY, directory=tmp_path)) == 0.0
+
+
+def test_a_flipped_byte_in_a_run_file_is_caught_and_rerun(fake_runs):
+    spec = experiments.arm('tiny', dict(kl_coef=0.1), steps=2)
+    first = experiments.ensure_run(spec)
+    flip_byte_inside(experiments.run_path(spec), first['state_dict']['w'])
+    with pytest.warns(UserWarning, match='checksum mismatch.*will be recomputed'):
+        again = experiments.ensure_run(spec)
+    assert len(fake_runs) == 2 and torch.equal(again['state_dict']['w'], first['state_dict']['w'])
+    assert again['provenance'] == first['provenance'] == experiments.provenance(spec)
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        experiments.ensure_run(spec)
+    assert len(fake_runs) == 2
+
+
+def test_a_run_file_made_for_another_spec_is_rerun(fake_runs):
+    spec = experiments.arm('tiny', dict(lr=1e-3), steps=2)
+    described = experiments.provenance(spec)
+    other = {**described, 'spec': {**described['spec'], 'fields': [['lr', 2e-3]]}}
+    save_verified(experiments.run_path(spec), dict(history=[], metrics={}, vocab_size=7, state_dict={}), other)
+    with pytest.warns(UserWarning, match="does not match at 'spec.fields'"):
+        run = experiments.ensure_run(spec)
+    assert fake_runs == [spec] and run['provenance'] == described
+
+
+def test_dict_fields_keep_every_value(fake_runs):
+    a, b = experiments.RunSpec('a', fields=dict(lr=1e-3)), experiments.RunSpec('a', fields=dict(lr=2e-3))
+    assert a.fields == (('lr', 1e-3),) and a == experiments.arm('a', dict(lr=1e-3))
+    assert a.describe()['fields'] == [['lr', 1e-3]] and b.describe()['fields'] == [['lr', 2e-3]]
+    assert experiments.provenance(a)['spec']['fields'] == [['lr', 1e-3]]
+    assert experiments.run_path(a) != experiments.run_path(b)
+    unordered = experiments.RunSpec('c', fields=[('temperature', 1.3), ('kl_coef', 0.3)])
+    assert unordered.fields == (('kl_coef', 0.3), ('temperature', 1.3)) and hash(unordered)
+
+
+@pytest.mark.parametrize('kwargs, error, match', [
+    (dict(fields='lr'), TypeError, 'fields must be a dict or a tuple of'),
+    (dict(fields=(('lr',),)), TypeError, r"got the item \('lr',\)"),
+    (dict(fields=((1, 2.0),)), TypeError, 'str names'),
+    (dict(fields=(('cov_bounds', [1.0, 5.0]),)), TypeError, 'cov_bounds .* not a plain value.*tuples'),
+    (dict(fields=(('lr', torch.tensor(1e-3)),)), TypeError, 'lr .* not a plain value'),
+    (dict(fields=(('lr', float('nan')),)), TypeError, 'finite numbers'),
+    (dict(fields=(('lr', 1e-3), ('lr', 2e-3))), ValueError, 'more than once'),
+    (dict(init='baseline'), TypeError, 'init must be a RunSpec or None, got str')])
+def test_bad_run_specs_are_rejected_clearly(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        experiments.RunSpec('x', **kwargs)
+
+
+def test_a_directory_at_a_cache_path_stops_before_any_work(rl_base_file, tmp_path, fake_runs, monkeypatch):
+    in_the_way = tmp_path / rl_base_file[0].name
+    in_the_way.mkdir()
+    monkeypatch.setattr(sft, 'build_rl_base', build_forbidden)
+    with pytest.raises(IsADirectoryError, match=in_the_way.name):
+        arl.make_rl_base(tokenizer(), sft_cfg=TINY, directory=tmp_path)
+    spec = experiments.arm('tiny', steps=2)
+    experiments.run_path(spec).mkdir(parents=True)
+    monkeypatch.setattr(experiments, 'train_and_evaluate', train_forbidden)
+    with pytest.raises(IsADirectoryError, match=experiments.run_path(spec).name):
+        experiments.ensure_run(spec)
+    assert in_the_way.is_dir() and experiments.run_path(spec).is_dir()  # never deleted
+
+
+def test_cache_files_get_the_trees_permissions(rl_base_file, fake_runs):
+    assert rl_base_file[0].stat().st_mode & 0o777 == 0o666 & ~UMASK
+    old = os.umask(UMASK)
+    try:
+        experiments.ensure_run(experiments.arm('tiny', steps=2))
+    finally:
+        os.umask(old)
+    [run_file] = experiments.run_path(experiments.arm('tiny', steps=2)).parent.iterdir()
+    assert run_file.stat().st_mode & 0o777 == 0o666 & ~UMASK
+
+
+def test_a_failed_save_leaves_no_temporary_file_and_the_old_file_intact(tmp_path, monkeypatch):
+    path = tmp_path / 'thing.pt'
+    save_verified(path, dict(w=torch.ones(3)), dict(version=1))
+
+    def half_written(obj, file):
+        with open(file, 'wb') as handle:
+            handle.write(b'half a file')
+        raise OSError('disk full')
+
+    monkeypatch.setattr(torch, 'save', half_written)
+    with pytest.raises(OSError, match='disk full'):
+        save_verified(path, dict(w=torch.zeros(3)), dict(version=1))
+    with pytest.raises(TypeError):
+        save_verified(path, dict(w=object()), dict(version=1))  # not checksummable: refused before writing
+    monkeypatch.undo()
+    assert [p.name for p in tmp_path.iterdir()] == ['thing.pt']
+    assert torch.equal(load_verified(path, dict(version=1))['w'], torch.ones(3))
+
+
+def test_the_checksum_covers_values_dtypes_shapes_and_keys():
+    t = torch.arange(6, dtype=torch.float32)
+    base = checksum(dict(w=t, n=[1, 'a', None]))
+    assert base == checksum(dict(n=[1, 'a', None], w=t.clone()))  # content, not identity or key order
+    others = [dict(w=t.reshape(2, 3), n=[1, 'a', None]), dict(w=t.double(), n=[1, 'a', None]),
+              dict(v=t, n=[1, 'a', None]), dict(w=t, n=[1, 'a', 0]), dict(w=t, n=[True, 'a', None])]
+    assert len({base, *map(checksum, others)}) == 6
+
+
+def test_an_unreadable_or_foreign_file_is_reported_and_not_trusted(tmp_path):
+    path = tmp_path / 'thing.pt'
+    assert load_verified(path, {}) is None  # missing: no warning
+    path.write_bytes(b'not a torch file')
+    with pytest.warns(UserWarning, match='unreadable'):
+        assert load_verified(path, {}) is None
+    torch.save(dict(key='old format', state_dict={}), path)
+    with pytest.warns(UserWarning, match='none is stored'):
+        assert load_verified(path, {}) is None
