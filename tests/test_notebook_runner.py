@@ -140,9 +140,32 @@ def test_a_side_run_writes_its_results_and_figures_beside_it_not_over_the_commit
     monkeypatch.delenv('AGENTRL_FIGURES_DIR', raising=False)
     nb = write_notebook(tmp_path / 'nb.ipynb', [('code', 'import os\nfrom pathlib import Path\n'
                                                         'folder = Path(os.environ["AGENTRL_RESULTS_DIR"])\n'
-                                                        'folder.mkdir(parents=True)\n'
+                                                        'folder.mkdir(parents=True, exist_ok=True)\n'
                                                         '(folder / "nb.json").write_text("{}")')])
     code, err = run_cli(capsys, nb, '--output', tmp_path / 'side')
     assert code == 0, err
     assert (tmp_path / 'side' / 'results' / 'nb.json').is_file()
     assert 'AGENTRL_RESULTS_DIR' not in os.environ and 'AGENTRL_FIGURES_DIR' not in os.environ  # restored
+
+
+def test_a_failed_run_leaves_the_committed_results_and_figures_as_they_were(tmp_path, monkeypatch):
+    home = tmp_path / 'home'
+    (home / 'results').mkdir(parents=True)
+    (home / 'results' / 'nb.json').write_text('{"old": 1}')
+    (home / 'results' / 'other.json').write_text('{"other": 1}')
+    monkeypatch.setenv('AGENTRL_RESULTS_DIR', str(home / 'results'))
+    monkeypatch.setenv('AGENTRL_FIGURES_DIR', str(home / 'figures'))
+    writes = ('import os\nfrom pathlib import Path\n'
+              'results, figures = Path(os.environ["AGENTRL_RESULTS_DIR"]), Path(os.environ["AGENTRL_FIGURES_DIR"])\n'
+              'assert (results / "other.json").read_text() == \'{"other": 1}\'  # the others stay readable\n'
+              '(results / "nb.json").write_text(\'{"new": 2}\')\n'
+              '(figures / "fig.svg").write_text("<svg/>")')
+    failing = write_notebook(tmp_path / 'failing.ipynb', [('code', writes), ('code', 'raise ValueError("half-way")')])
+    with pytest.raises(NotebookFailed, match='half-way'):
+        execute_notebook(failing, tmp_path / 'out' / 'failing.ipynb')
+    assert (home / 'results' / 'nb.json').read_text() == '{"old": 1}' and not (home / 'figures').exists()
+    passing = write_notebook(tmp_path / 'passing.ipynb', [('code', writes)])
+    execute_notebook(passing, tmp_path / 'out' / 'passing.ipynb')
+    assert (home / 'results' / 'nb.json').read_text() == '{"new": 2}'
+    assert (home / 'figures' / 'fig.svg').read_text() == '<svg/>'
+    assert (home / 'results' / 'other.json').read_text() == '{"other": 1}'

@@ -9,17 +9,22 @@ destination replaced. Mistakes are refused before a kernel starts: a parameter t
 `parameters` cell does not assign, or parameters without --output (which would overwrite the committed
 notebook). Any failure (a cell raising, the kernel dying, a cell outrunning the per-cell limit, a file
 that is not a notebook) leaves the destination untouched, and the command exits 1 with one line naming
-the notebook and the cell as a reader counts it: "cell 7 (the 4th code cell), starting '...'".
+the notebook and the cell as a reader counts it: "cell 7 (the 4th code cell), starting '...'", and leaves
+the committed results and figures as they were too (the kernel writes them into a staging folder that is
+published only when the whole notebook succeeded).
 """
 import argparse
 import ast
 import contextlib
 import functools
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from agentrl.atomic import atomic_output
+from agentrl.paths import figures_dir, results_dir
 
 KERNEL = 'agentrl-ch10'
 CELL_TIMEOUT = 1800  # seconds one cell may run before the run fails; generous, so only a hang trips it
@@ -242,7 +247,7 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
     register_engine()
     made = [folder for folder in (dest.parent, *dest.parent.parents) if not folder.exists()]  # deepest first
     try:
-        with atomic_output(dest, '.ipynb') as tmp:
+        with atomic_output(dest, '.ipynb') as tmp, staged_outputs() as publish:
             try:
                 papermill.execute_notebook(str(src), str(tmp), parameters=parameters, kernel_name=kernel,
                                            engine_name=_ENGINE, cwd=str(src.parent), progress_bar=False,
@@ -265,6 +270,7 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
                 raise NotebookFailed(f'{src}: {place}: {type(err).__name__}: {err}') from err
             nb = strip_volatile(nbformat.read(tmp, as_version=4))
             nbformat.write(nb, tmp)
+            publish()  # the run succeeded: its results and figures replace the committed ones
     except NotebookFailed:
         for folder in made:  # leave no trace, not even the --output folder made for this run
             if folder.is_dir() and not any(folder.iterdir()):
@@ -293,19 +299,10 @@ def positive_seconds(text):
 
 
 @contextlib.contextmanager
-def side_run_folders(output):
-    """With --output DIR, the kernels write results and figures under DIR, never over the committed ones.
-
-    The variables are set for the block only (the kernels inherit them) and restored afterwards.
-    """
-    if output is None:
-        yield
-        return
-    saved = {name: os.environ.get(name) for name in ('AGENTRL_RESULTS_DIR', 'AGENTRL_FIGURES_DIR')}
-    for name, folder in (('AGENTRL_RESULTS_DIR', 'results'), ('AGENTRL_FIGURES_DIR', 'figures')):
-        os.environ.setdefault(name, str((output / folder).resolve()))
-    print(f'results and figures of this run go to {os.environ["AGENTRL_RESULTS_DIR"]} and '
-          f'{os.environ["AGENTRL_FIGURES_DIR"]}', flush=True)
+def environment(**variables):
+    """Set environment variables (inherited by the kernels started meanwhile) for the block, then restore them."""
+    saved = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
     try:
         yield
     finally:
@@ -314,6 +311,50 @@ def side_run_folders(output):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+@contextlib.contextmanager
+def side_run_folders(output):
+    """With --output DIR, the kernels write results and figures under DIR, never over the committed ones."""
+    if output is None:
+        yield
+        return
+    chosen = {name: os.environ.get(name) or str((output / folder).resolve())
+              for name, folder in (('AGENTRL_RESULTS_DIR', 'results'), ('AGENTRL_FIGURES_DIR', 'figures'))}
+    print(f'results and figures of this run go to {chosen["AGENTRL_RESULTS_DIR"]} and '
+          f'{chosen["AGENTRL_FIGURES_DIR"]}', flush=True)
+    with environment(**chosen):
+        yield
+
+
+@contextlib.contextmanager
+def staged_outputs():
+    """The kernel writes results and figures into a staging folder; calling the yielded publish() puts them in place.
+
+    A notebook records its results key by key as it runs, so without staging a run that fails half-way would leave
+    a mix of new and old results. A failed run never calls publish(): the committed files stay as they were. The
+    staging folder starts with a copy of every notebook's results, so a notebook can still read the others'.
+    """
+    homes = dict(results=results_dir(), figures=figures_dir())
+    with tempfile.TemporaryDirectory(prefix='agentrl-run-') as staging:
+        staged = {kind: Path(staging) / kind for kind in homes}
+        for folder in staged.values():
+            folder.mkdir()
+        if homes['results'].is_dir():
+            for path in homes['results'].glob('*.json'):
+                shutil.copyfile(path, staged['results'] / path.name)
+
+        def publish():
+            for kind, home in homes.items():
+                for path in sorted(p for p in staged[kind].iterdir() if p.is_file()):
+                    data, target = path.read_bytes(), home / path.name
+                    if target.is_file() and target.read_bytes() == data:
+                        continue  # unchanged: leave the file (and its time stamp) alone
+                    with atomic_output(target, path.suffix) as temporary:
+                        temporary.write_bytes(data)
+
+        with environment(AGENTRL_RESULTS_DIR=str(staged['results']), AGENTRL_FIGURES_DIR=str(staged['figures'])):
+            yield publish
 
 
 def main(argv=None):
