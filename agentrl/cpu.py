@@ -136,6 +136,27 @@ def pin_kernel_spec(path):
     return env
 
 
+class fixed_threads:
+    """Run torch on `count` threads inside the block (whatever the machine's core count), then restore the caller's.
+
+    Results computed on a different number of threads differ in their last digits, so every training runs inside one.
+    """
+
+    def __init__(self, count):
+        self.count = count
+
+    def __enter__(self):
+        import torch  # only used once agentrl has pinned the kernels
+
+        self.saved = torch.get_num_threads()
+        torch.set_num_threads(self.count)
+
+    def __exit__(self, *exc):
+        import torch
+
+        torch.set_num_threads(self.saved)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description='The CPU pin: print what is in force, or pin a Jupyter kernel spec.')
     parser.add_argument('--kernel-spec', metavar='KERNEL_JSON', help='write the pins into this kernel.json\'s env')

@@ -15,9 +15,10 @@ import torch
 from agentrl.ch10.evaluation import diversity
 from agentrl.ch10.regularizers import COV_VARIANTS, centered_cross_product, entropy_bonus, train_regularized
 from agentrl.core.logprobs import masked_mean, selected_log_probs
+from agentrl.cpu import fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import runs_dir
-from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig, fixed_threads
+from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig
 from agentrl.substrate.gym import make_tasks
 from agentrl.substrate.sft import make_rl_base
 from agentrl.substrate.tokenizer import build_tokenizer

@@ -11,6 +11,7 @@ import dataclasses
 
 import torch
 
+from agentrl.cpu import fixed_threads
 from agentrl.core.kl import KL_KINDS, check_kl_kind, kl_penalty
 from agentrl.core.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs
 from agentrl.progress import progress
@@ -264,20 +265,6 @@ def heldout_pass_at_1(model, tok, cfg, tasks=None, attempts=None, seed=None):
     generator = torch.Generator().manual_seed(cfg.eval_seed if seed is None else seed)
     trajs = sample_groups(model, lambda: make_env(eval_cfg), tasks, tok, eval_cfg, generator)
     return sum(t.reward for t in trajs) / len(trajs)
-
-
-class fixed_threads:
-    """Run torch on `count` threads inside the block, then restore the caller's setting."""
-
-    def __init__(self, count):
-        self.count = count
-
-    def __enter__(self):
-        self.saved = torch.get_num_threads()
-        torch.set_num_threads(self.count)
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.saved)
 
 
 def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='GRPO'):

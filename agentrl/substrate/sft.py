@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from agentrl.cpu import fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import cache_dir
 from agentrl.substrate.gym import END, MAX_LINES, Env, draw_offset, make_tasks
@@ -148,24 +149,13 @@ def sft_train(model, demos, pad_id, steps, batch_size, lr, weight_decay, generat
 BUILD_THREADS = 2  # torch threads while building: a fixed number, so the weights do not depend on the machine
 
 
-class _FixedThreads:
-    """Run torch on BUILD_THREADS threads inside the block (whatever the machine's core count), then restore."""
-
-    def __enter__(self):
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(BUILD_THREADS)
-
-    def __exit__(self, *exc):
-        torch.set_num_threads(self.threads)
-
-
 def build_rl_base(tok, tasks, model_cfg, sft_cfg):
     """Seeded two-phase SFT of a fresh TinyAgent on scripted episodes (no cache) -> model.
 
     Phase 1 imitates a careful agent (reads the whole function, fixes what it sees); phase 2 imitates
     the scripted agent of sft_cfg.habits, which sets the RL base's habits (reads rarely, guesses).
     """
-    with _FixedThreads():
+    with fixed_threads(BUILD_THREADS):
         torch.manual_seed(sft_cfg.seed)
         generator = torch.Generator().manual_seed(sft_cfg.seed)
         rng = random.Random(sft_cfg.seed)
