@@ -1,26 +1,10 @@
 """Shared fixtures: notebooks executed once per test session into a temporary folder, their figures and their
 recorded results redirected there too, so a test run never writes into the repository."""
-import os
-from contextlib import contextmanager
-
 import pytest
 
 from agentrl import results
+from agentrl.build.notebook_runner import environment
 from agentrl.paths import NOTEBOOKS, REPO  # noqa: F401  (re-exported for the tests)
-
-
-@contextmanager
-def environment(name, value):
-    """Set an environment variable for the duration of the block, then restore it."""
-    old = os.environ.get(name)
-    os.environ[name] = str(value)
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
 
 
 class NotebookRuns:
@@ -47,7 +31,7 @@ class NotebookRuns:
         if key not in self.done:
             where = self.folder / self._tag(parameters)
             dest = where / f'{name}.ipynb'
-            with environment('AGENTRL_RESULTS_DIR', where / 'results'):
+            with environment(AGENTRL_RESULTS_DIR=str(where / 'results')):
                 execute_notebook(NOTEBOOKS / f'{name}.ipynb', dest, parameters)
             self.done[key] = nbformat.read(dest, as_version=4)
         return self.done[key]
@@ -62,7 +46,7 @@ class NotebookRuns:
 def figures_tmp(tmp_path_factory):
     """A temporary figures folder that executed notebooks write to instead of the repository's figures/."""
     folder = tmp_path_factory.mktemp('figures')
-    with environment('AGENTRL_FIGURES_DIR', folder):
+    with environment(AGENTRL_FIGURES_DIR=str(folder)):
         yield folder
 
 
@@ -78,5 +62,5 @@ def results_tmp(tmp_path_factory):
     """Anything a test records goes to a temporary folder, never to the committed results/ (tests that read the
     committed results name agentrl.paths.RESULTS explicitly)."""
     folder = tmp_path_factory.mktemp('results')
-    with environment('AGENTRL_RESULTS_DIR', folder):
+    with environment(AGENTRL_RESULTS_DIR=str(folder)):
         yield folder

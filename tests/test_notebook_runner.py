@@ -1,6 +1,7 @@
 """The notebook runner refuses mistakes before a kernel starts, and every failure names the notebook and the cell
 (as a reader counts them), leaves the destination byte-identical and leaves no temporary file."""
 import os
+from pathlib import Path
 
 import nbformat
 import papermill
@@ -169,3 +170,20 @@ def test_a_failed_run_leaves_the_committed_results_and_figures_as_they_were(tmp_
     assert (home / 'results' / 'nb.json').read_text() == '{"new": 2}'
     assert (home / 'figures' / 'fig.svg').read_text() == '<svg/>'
     assert (home / 'results' / 'other.json').read_text() == '{"other": 1}'
+
+
+def test_publishing_leaves_alone_the_results_of_other_notebooks_that_changed_meanwhile(tmp_path, monkeypatch):
+    # under make -j2 another notebook may rewrite its results while this one runs: the copy this run started
+    # from must not be published over the newer file
+    from agentrl.build.notebook_runner import staged_outputs
+
+    home = tmp_path / 'results'
+    home.mkdir()
+    (home / 'other.json').write_text('{"v": 1}')
+    monkeypatch.setenv('AGENTRL_RESULTS_DIR', str(home))
+    monkeypatch.setenv('AGENTRL_FIGURES_DIR', str(tmp_path / 'figures'))
+    with staged_outputs() as publish:
+        (home / 'other.json').write_text('{"v": 2}')  # the other notebook finished meanwhile
+        (Path(os.environ['AGENTRL_RESULTS_DIR']) / 'mine.json').write_text('{"mine": 1}')
+        publish()
+    assert (home / 'other.json').read_text() == '{"v": 2}' and (home / 'mine.json').read_text() == '{"mine": 1}'

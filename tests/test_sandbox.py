@@ -130,12 +130,20 @@ def test_a_system_exit_in_agent_code_is_a_failure_not_the_end_of_training(quick)
     assert sandbox.grade('raise SystemExit\n', 'f', [])['status'] == 'failed'  # caught even in-process
 
 
-def test_grading_is_deterministic_and_agrees_with_the_tasks():
+def test_the_worker_fails_every_held_out_bug_and_passes_its_fix():
     for task in arl.make_tasks('heldout'):
         assert gym.grade_source(task.lines, task.family, task.tests)[0] == 'fail'
-        fixed = [line for line in task.lines]
+        fixed = list(task.lines)
         words = fixed[task.bug_line - 1].split()
         indent = fixed[task.bug_line - 1][:len(fixed[task.bug_line - 1]) - len(fixed[task.bug_line - 1].lstrip())]
         words[task.bug_pos] = task.right
         fixed[task.bug_line - 1] = indent + ' '.join(words)
         assert gym.grade_source(fixed, task.family, task.tests) == ('pass', 'every output matches')
+
+
+def test_a_closed_sandbox_leaves_no_worker_and_no_folder():
+    box = Sandbox(wall_seconds=1.0)
+    assert box.run(source('return a0'), 'f', [((1,), 1)])[0] == 'pass'
+    process, folder = box.process, box.workdir
+    box.close()
+    assert process.poll() is not None and not os.path.exists(folder)

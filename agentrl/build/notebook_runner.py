@@ -340,14 +340,18 @@ def staged_outputs():
         staged = {kind: Path(staging) / kind for kind in homes}
         for folder in staged.values():
             folder.mkdir()
+        copied = {}  # name -> bytes of each results file as the run found it
         if homes['results'].is_dir():
             for path in homes['results'].glob('*.json'):
-                shutil.copyfile(path, staged['results'] / path.name)
+                copied[path.name] = path.read_bytes()
+                (staged['results'] / path.name).write_bytes(copied[path.name])
 
         def publish():
             for kind, home in homes.items():
                 for path in sorted(p for p in staged[kind].iterdir() if p.is_file()):
                     data, target = path.read_bytes(), home / path.name
+                    if kind == 'results' and copied.get(path.name) == data:
+                        continue  # not written by this run: another notebook may have replaced it meanwhile
                     if target.is_file() and target.read_bytes() == data:
                         continue  # unchanged: leave the file (and its time stamp) alone
                     with atomic_output(target, path.suffix) as temporary:

@@ -149,11 +149,17 @@ def model_fingerprint(model):
     return digest.hexdigest()
 
 
+@lru_cache(maxsize=1)
+def rl_base_fingerprint():
+    """model_fingerprint of this process's RL base (substrate() builds it once, so it is hashed once)."""
+    return model_fingerprint(substrate()[3])
+
+
 def provenance(spec):
     """Everything that determines a run's result (the spec, the code, the RL base weights, torch's version and the
     CPU kernels it computes with), as JSON."""
     return json.loads(json.dumps(dict(format=RUN_FORMAT, spec=spec.describe(), code=code_fingerprint(),
-                                      rl_base=model_fingerprint(substrate()[3]), torch=str(torch.__version__),
+                                      rl_base=rl_base_fingerprint(), torch=str(torch.__version__),
                                       kernels=kernel_choice())))
 
 

@@ -116,7 +116,7 @@ def grade_source(lines, name, tests):
     return _SANDBOX.run('\n'.join(lines) + '\n', name, [(_copy_args(args), expected) for args, expected in tests])
 
 
-_TEST_CACHE = {}  # (family, source text) -> passed; sources repeat a lot during training
+_TEST_CACHE = {}  # (family, source text) -> the tests' outcome; sources repeat a lot during training
 
 
 def hidden_test_outcome(task, lines):

@@ -23,6 +23,7 @@ loops in Python fails identically on every machine; the wall clock is only a bac
 C-level operations that explode, which take far longer than WALL_SECONDS anywhere.
 """
 import ast
+import atexit
 import builtins
 import json
 import os
@@ -201,6 +202,7 @@ class Sandbox:
         self.wall_seconds, self.memory_bytes = wall_seconds, memory_bytes
         self.process, self.owner, self.workdir = None, None, None
         self.counts = dict(timeout=0, crash=0)
+        self._closes_at_exit = False
 
     def _start(self):
         self.workdir = tempfile.mkdtemp(prefix='agentrl-grader-')
@@ -209,6 +211,9 @@ class Sandbox:
         from agentrl.paths import PACKAGE  # parent side only: the worker runs this file with the standard library
 
         script = PACKAGE / 'substrate' / 'sandbox.py'
+        if not self._closes_at_exit:  # the worker and its folder go when this process ends
+            atexit.register(self.close)
+            self._closes_at_exit = True
         self.process = subprocess.Popen(
             [sys.executable, '-S', '-s', str(script), str(self.memory_bytes), str(cpu_seconds)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=self.workdir, env=env,
