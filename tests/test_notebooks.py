@@ -123,6 +123,19 @@ def test_parameters_cell_comes_first_and_holds_the_seed():
 
 # --- fresh runs: the notebooks executed now agree with the book, the committed outputs and the committed results
 
+def png_pixels(encoded):
+    """(width, height, raw scanlines) of a base64 PNG as agentrl.plotting writes them (one IDAT chunk)."""
+    import base64
+    import struct
+    import zlib
+    data = base64.b64decode(encoded)
+    assert data[:8] == b'\x89PNG\r\n\x1a\n', 'not a PNG'
+    width, height = struct.unpack('>II', data[16:24])
+    length = struct.unpack('>I', data[33:37])[0]
+    assert data[37:41] == b'IDAT', 'the PNG does not have its pixels right after its header'
+    return width, height, zlib.decompress(data[41:41 + length])
+
+
 def code_outputs(nb):
     """Per code cell: the text of its stream outputs and of its text/plain, text/html and SVG results."""
     cells = []
@@ -137,6 +150,8 @@ def code_outputs(nb):
                 data = out.get('data', {})
                 mimes = ('text/plain', 'text/html', 'image/svg+xml')
                 parts.extend((mime, data[mime]) for mime in mimes if mime in data)
+                if 'image/png' in data:  # compared as pixels: another zlib may compress the same image differently
+                    parts.append(('image/png', png_pixels(data['image/png'])))
             elif out.output_type == 'error':
                 parts.append(('error', f'{out.ename}: {out.evalue}'))
         cells.append(parts)

@@ -248,10 +248,11 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
     made = [folder for folder in (dest.parent, *dest.parent.parents) if not folder.exists()]  # deepest first
     try:
         with atomic_output(dest, '.ipynb') as tmp, staged_outputs() as publish:
-            try:
-                papermill.execute_notebook(str(src), str(tmp), parameters=parameters, kernel_name=kernel,
-                                           engine_name=_ENGINE, cwd=str(src.parent), progress_bar=False,
-                                           log_output=False, execution_timeout=int(cell_timeout))
+            try:  # AGENTRL_PROGRESS=0: no progress bars in the saved outputs (they are for a reader in JupyterLab)
+                with environment(AGENTRL_PROGRESS='0'):
+                    papermill.execute_notebook(str(src), str(tmp), parameters=parameters, kernel_name=kernel,
+                                               engine_name=_ENGINE, cwd=str(src.parent), progress_bar=False,
+                                               log_output=False, execution_timeout=int(cell_timeout))
             except papermill.PapermillExecutionError as err:
                 raise NotebookFailed(f'{src}: {where(nb, parameters, err.cell_index)}: '
                                      f'raised {err.ename}: {err.evalue}') from None
