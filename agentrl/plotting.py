@@ -63,7 +63,7 @@ def png_bytes(fig, dpi=PNG_DPI):
 
 
 def show(fig, name):
-    """Save fig as figures/<name>.svg and display it as SVG with a PNG twin -> the SVG's path.
+    """Save fig as figures/<name>.svg and display it as SVG with a PNG twin (returns None: nothing echoes a path).
 
     JupyterLab shows the SVG when a notebook is trusted and the PNG when it is not (a notebook opened before it is
     run, or on a forge's viewer), so a committed figure is visible either way.
@@ -76,6 +76,6 @@ def show(fig, name):
     png = png_bytes(fig)
     width, height = fig.get_size_inches() * PNG_DPI
     plt.close(fig)
-    display({'text/plain': f'<figure {path.name}>', 'image/svg+xml': path.read_text(), 'image/png': base64.b64encode(png).decode('ascii')}, raw=True,
-            metadata={'image/png': {'width': int(round(width)), 'height': int(round(height))}})
-    return path
+    bundle = {'text/plain': f'<figure {path.name}>', 'image/svg+xml': path.read_text(),
+              'image/png': base64.b64encode(png).decode('ascii')}
+    display(bundle, raw=True, metadata={'image/png': {'width': int(round(width)), 'height': int(round(height))}})
