@@ -23,7 +23,7 @@ endif
 endif
 endif
 
-.PHONY: all chapter beyond notebooks report setup test test-fast calibrate bench lab clean-venv $(NB_TARGETS)
+.PHONY: all chapter beyond notebooks report setup test test-fast calibrate bench lab html clean-venv $(NB_TARGETS)
 
 all: notebooks
 	$(PY) -m agentrl.build.report
@@ -78,6 +78,11 @@ test-fast: $(SETUP)
 # LAB_ARGS passes options, e.g. make lab LAB_ARGS="--no-browser --port 8899".
 lab: $(SETUP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
+
+# The site: every committed notebook and REPRODUCTION.md rendered with nbconvert into site/ (git-ignored), with an
+# index; nothing is executed. Open site/index.html in a browser (works offline; formulas need MathJax from the web).
+html: $(SETUP)
+	$(PY) -m agentrl.build.site --out site
 
 calibrate: $(SETUP)
 	$(PY) -m agentrl.build.calibrate
