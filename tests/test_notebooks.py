@@ -137,7 +137,7 @@ def png_pixels(encoded):
 
 
 def code_outputs(nb):
-    """Per code cell: the text of its stream outputs and of its text/plain, text/html and SVG results."""
+    """Per code cell: the text of its stream outputs and of its text/plain, Markdown, HTML, SVG and PNG results."""
     cells = []
     for cell in nb.cells:
         if cell.cell_type != 'code':
@@ -148,7 +148,7 @@ def code_outputs(nb):
                 parts.append((out.name, out.text))
             elif out.output_type in ('execute_result', 'display_data'):
                 data = out.get('data', {})
-                mimes = ('text/plain', 'text/html', 'image/svg+xml')
+                mimes = ('text/plain', 'text/markdown', 'text/html', 'image/svg+xml')  # computed prose included
                 parts.extend((mime, data[mime]) for mime in mimes if mime in data)
                 if 'image/png' in data:  # compared as pixels: another zlib may compress the same image differently
                     parts.append(('image/png', png_pixels(data['image/png'])))

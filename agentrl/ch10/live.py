@@ -1,0 +1,257 @@
+"""Chapter 10's runs as a reader meets them: which plug-ins a setting uses, one run trained in the notebook with a
+curve redrawn while it learns, and every run of a comparison made ready (loaded or trained) with a line per setting.
+
+Nothing here decides a run's numbers: `train_here` calls the same engine with the same arguments as
+agentrl.ch10.experiments does (a test checks the results are bit-identical), and `LiveCurve` only reads the records
+the engine hands it. This module is not one of the fingerprinted training modules, so editing it retrains nothing.
+"""
+import copy
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from multiprocessing import get_context
+
+from agentrl import plotting
+from agentrl.ch10 import experiments
+from agentrl.ch10.evaluation import diversity
+from agentrl.ch10.regularizers import chapter_plugins, train_regularized
+from agentrl.cpu import fixed_threads
+from agentrl.progress import where_shown
+from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, ReferenceKL
+
+HOOKS = ('begin', 'shape_rewards', 'before_update', 'prepare', 'reshape_surrogate', 'extend_loss', 'after_update',
+         'end_step')  # the engine's hooks, in the order it calls them on a step (begin: once, before step 0)
+
+
+# --- which plug-ins a setting uses ------------------------------------------------------------------------------
+
+def hooks_of(plugin):
+    """The hooks a plug-in overrides, in the engine's order."""
+    return [hook for hook in HOOKS if getattr(type(plugin), hook) is not getattr(Plugin, hook)]
+
+
+def plugins_of(spec):
+    """The plug-ins the engine runs for a RunSpec, as experiments trains it: the chapter's regularisers, the KL term
+    train_rl adds by itself when no plug-in is the run's KL, and the spec's measurement probes."""
+    cfg = spec.config()
+    chosen = chapter_plugins(cfg, spec.entropy_coef, spec.kl_in_reward, None, spec.kl_target, spec.policy_loss())
+    if cfg.kl_coef and not any(p.replaces_reference_kl for p in chosen):
+        chosen.append(ReferenceKL(None, cfg.kl_coef, cfg.kl_kind))
+    if spec.probes:
+        chosen.append(experiments.Probe(spec.probes, None, None, None, cfg.temperature))
+    return chosen
+
+
+def _settings(plugin):
+    """The coefficients a plug-in was built with, as short text ('' if none is known)."""
+    parts = []
+    if hasattr(plugin, 'coef'):
+        parts.append(f'coef {plugin.coef}')
+    if hasattr(plugin, 'kind'):
+        parts.append(f'estimator {plugin.kind}')
+    if hasattr(plugin, 'target'):
+        parts.append(f'target {plugin.target}')
+    if hasattr(plugin, 'variant'):
+        parts.append(plugin.variant)
+    return ', '.join(parts)
+
+
+def plugin_lines(specs, width=110):
+    """One block of lines per setting: each plug-in, its coefficients and the hooks it fills; settings that only
+    change an RLConfig field say which. No line is wider than `width`."""
+    lines = []
+    label_width = max(len(spec.name) for spec in specs) + 2
+    for spec in specs:
+        changed = {name: value for name, value in spec.fields
+                   if name not in ('kl_coef', 'kl_kind') and name not in experiments.POLICY_LOSS_FIELDS}
+        entries = [f'{type(p).__name__} ({_settings(p)}) -> hooks: {", ".join(hooks_of(p))}'
+                   if _settings(p) else f'{type(p).__name__} -> hooks: {", ".join(hooks_of(p))}'
+                   for p in plugins_of(spec)]
+        entries += [f'no plug-in; RLConfig.{name} = {value!r}' for name, value in changed.items()]
+        if not entries:
+            entries = ["no plug-in: the engine's clipped surrogate alone"]
+        for i, entry in enumerate(entries):
+            line = f'{spec.name if i == 0 else "":<{label_width}}{entry}'
+            if len(line) > width:
+                raise ValueError(f'plug-in line wider than {width} characters: {line!r}')
+            lines.append(line)
+    return lines
+
+
+# --- one run trained here, with a live curve --------------------------------------------------------------------
+
+class LiveCurve(Plugin):
+    """A plug-in that redraws per-step curves in a notebook while a person watches the run learn.
+
+    end_step(record) copies the values of `keys` out of the step's record (it never writes to the record, the model
+    or any random stream, so the run is the same with or without it) and, when the curves are shown in a Jupyter
+    notebook (agentrl.progress.where_shown() == 'notebook'), redraws the figure in place through a display handle.
+    Under the notebook runner (AGENTRL_PROGRESS=0), in CI or in a terminal it only collects the values: saved
+    notebooks hold no half-drawn frames. `figure()` draws the curves as they stand.
+    """
+
+    def __init__(self, keys=(('entropy', 'policy-token entropy (nats)'), ('reward', 'training batch reward')),
+                 title='', steps=None):
+        self.keys, self.title, self.steps = tuple(keys), title, steps
+        self.values = {key: [] for key, _ in self.keys}
+        self.handle = None
+
+    def begin(self, model, cfg):
+        if where_shown() == 'notebook':
+            from IPython.display import display
+            self.handle = display({'text/plain': f'{self.title}: waiting for the first step'}, raw=True,
+                                  display_id=True)
+
+    def end_step(self, record):
+        for key, _ in self.keys:
+            self.values[key].append(float(record[key]))
+        if self.handle is not None:
+            self.handle.update(self._frame(), raw=True)
+
+    def finish(self):
+        """Clear the live frame (a notebook then shows the final figure once, drawn with plotting.show)."""
+        if self.handle is not None:
+            self.handle.update({'text/plain': ''}, raw=True)
+            self.handle = None
+
+    def figure(self):
+        """The curves so far: one panel per key against the GRPO step -> matplotlib figure."""
+        fig, axes = plotting.new_figure(ncols=len(self.keys), width=3.6, height=2.5)
+        for ax, (key, label) in zip(axes[0], self.keys):
+            values = self.values[key]
+            ax.plot(range(len(values)), values, color=plotting.COLORS['none'], linewidth=1.8)
+            ax.set_xlabel('GRPO step')
+            ax.set_ylabel(label)
+            if self.steps:
+                ax.set_xlim(0, self.steps - 1)
+        if self.title:
+            fig.suptitle(self.title, fontsize=9)
+        return fig
+
+    def _frame(self):
+        """The current figure as a PNG display bundle (drawn once, then closed)."""
+        import base64
+
+        import matplotlib.pyplot as plt
+        fig = self.figure()
+        png = plotting.png_bytes(fig)
+        plt.close(fig)
+        done = len(next(iter(self.values.values())))
+        return {'image/png': base64.b64encode(png).decode('ascii'),
+                'text/plain': f'{self.title}: {done} of {self.steps or "?"} steps'}
+
+
+def train_here(spec, watch=()):
+    """Train and evaluate spec in this process exactly as experiments.train_and_evaluate does, with the extra
+    plug-ins `watch` (measurements such as LiveCurve) appended -> dict(history, metrics, vocab_size, state_dict).
+
+    Nothing is saved: the run cache keeps the run experiments.ensure_run made.
+    """
+    tok, train_tasks, heldout_tasks, rl_base = experiments.substrate()
+    with fixed_threads(TRAIN_THREADS):
+        model = copy.deepcopy(rl_base)
+        if spec.init is not None:
+            model.load_state_dict(experiments.ensure_run(spec.init)['state_dict'])
+        reference = copy.deepcopy(rl_base).eval() if spec.reference == 'rl_base' else None
+        cfg = spec.config()
+        probes = ([experiments.Probe(spec.probes, rl_base, heldout_tasks, tok, cfg.temperature)]
+                  if spec.probes else [])
+        history = train_regularized(model, train_tasks, tok, cfg, spec.steps, entropy_coef=spec.entropy_coef,
+                                    kl_in_reward=spec.kl_in_reward, ref_model=reference, kl_target=spec.kl_target,
+                                    policy_loss=spec.policy_loss(), plugins=probes + list(watch),
+                                    label=f'run {spec.name!r}')
+        metrics = diversity(model, rl_base, heldout_tasks, tok)
+    return dict(history=history, metrics=metrics, vocab_size=len(tok), state_dict=model.state_dict())
+
+
+def same_run(a, b):
+    """True when two runs have the same history, held-out metrics and final weights, bit for bit."""
+    import torch
+    return (a['history'] == b['history'] and a['metrics'] == b['metrics']
+            and a['state_dict'].keys() == b['state_dict'].keys()
+            and all(torch.equal(a['state_dict'][key], b['state_dict'][key]) for key in a['state_dict']))
+
+
+# --- every run of a comparison: loaded from the run cache or trained, one line per setting ------------------------
+
+def _timed_ensure(spec):
+    """Worker entry point: make sure spec's run is saved -> seconds it took (training included)."""
+    start = time.perf_counter()
+    experiments.ensure_run(spec)
+    return time.perf_counter() - start
+
+
+def status_line(name, seconds):
+    """'name: loaded from the run cache' (seconds None) or 'name: trained in 12 s'."""
+    return f'{name}: loaded from the run cache' if seconds is None else f'{name}: trained in {seconds:.0f} s'
+
+
+class _StatusBoard:
+    """The per-setting lines as a Markdown display: redrawn as runs finish when a person watches in a notebook,
+    shown once at the end otherwise; in a saved notebook (nobody watching: make, CI) one line that does not depend
+    on the run cache. show=False displays nothing."""
+
+    def __init__(self, names, trained, show):
+        self.names, self.trained, self.show = names, trained, show
+        self.seconds = {}
+        self.handle = None
+        if show and trained and where_shown() == 'notebook':
+            from IPython.display import Markdown, display
+            self.handle = display(Markdown(self.text()), display_id=True)
+
+    def lines(self):
+        return [status_line(name, self.seconds.get(name)) if name not in self.trained or name in self.seconds
+                else f'{name}: training…' for name in self.names]
+
+    def text(self):
+        return '\n'.join(f'- {line}' for line in self.lines())
+
+    def done(self, name, seconds):
+        self.seconds[name] = seconds
+        if self.handle is not None:
+            from IPython.display import Markdown
+            self.handle.update(Markdown(self.text()))
+
+    def finish(self):
+        if not self.show:
+            return
+        from IPython.display import Markdown, display
+        if self.handle is None and where_shown() is None:  # a saved notebook (make, CI): the same text on every
+            # machine, whatever its run cache held
+            display(Markdown(f'{len(self.names)} settings ready, each loaded from the run cache or trained where it '
+                             'was missing (run the cell yourself to see which, and how long each took).'))
+            return
+        if self.handle is not None:
+            self.handle.update(Markdown(self.text()))
+        else:
+            display(Markdown(self.text()))
+
+
+def ready_runs(specs, processes=2, show=True):
+    """Every spec's run, as experiments.run_all gives them, and one line per setting saying whether its run was
+    loaded from the run cache or trained now (and in how many seconds, in a worker process when processes > 1)
+    -> ({name: run}, [line per setting]).
+
+    The lines are shown as a Markdown display (redrawn as runs finish when someone watches a notebook), not printed:
+    whether a run was trained depends on the machine's run cache, not on the notebook, so they are not part of the
+    notebook's printed output. show=False displays nothing.
+    """
+    names = [spec.name for spec in specs]
+    if len(set(names)) != len(names):
+        raise ValueError(f'run names must be unique, got {names}')
+    inits = sorted({spec.init for spec in specs if spec.init is not None and experiments.load_run(spec.init) is None},
+                   key=lambda s: s.name)
+    if inits:  # runs that others start from: trained first, as experiments.run_all does
+        experiments.run_all(inits, processes=processes)
+    todo = [spec for spec in specs if experiments.load_run(spec) is None]
+    board = _StatusBoard(names, {spec.name for spec in todo}, show)
+    if processes > 1 and len(todo) > 1:
+        with ProcessPoolExecutor(max_workers=processes, mp_context=get_context('spawn')) as pool:
+            futures = {pool.submit(_timed_ensure, spec): spec.name for spec in todo}
+            for future in as_completed(futures):
+                board.done(futures[future], future.result())
+    else:
+        for spec in todo:
+            board.done(spec.name, _timed_ensure(spec))
+    runs = {spec.name: experiments.ensure_run(spec) for spec in specs}  # all saved now: loaded
+    board.finish()
+    return runs, board.lines()
