@@ -1,0 +1,76 @@
+"""What a reader sees in notebooks 06, 08 and 10: clean committed outputs and the opening and closing scaffolding."""
+import re
+
+import nbformat
+import pytest
+
+from conftest import NOTEBOOKS
+
+# notebook -> (link to the previous one, link to the next one) that its closing cell must hold
+NEIGHBOURS = {'06_entropy_collapse': ('05_forward_reverse.ipynb', '07_tinyagent_comparison.ipynb'),
+              '08_design_questions': ('07_tinyagent_comparison.ipynb', '09_seeds.ipynb'),
+              '10_exercises': ('09_seeds.ipynb', '../REPRODUCTION.md')}
+NEGATIVE_ZERO = re.compile(r'(?<![\d.])-0\.0+(?![0-9])')  # -0.0, -0.0000, ... but not -0.0001
+INTERNAL_WORDS = re.compile(r'\[\s*(NOT )?held\]|\bthe tests? asserts?\b|\[\s*not run\]', re.IGNORECASE)
+WIDTH = 110
+
+
+def notebook(name):
+    return nbformat.read(NOTEBOOKS / f'{name}.ipynb', as_version=4)
+
+
+def shown_texts(nb):
+    """(cell index, kind, text) of what a reader sees: printed streams, rendered Markdown, and plain-text results
+    that have no richer form."""
+    for index, cell in enumerate(nb.cells):
+        for out in cell.get('outputs', []):
+            if out.output_type == 'stream':
+                yield index, 'stream', out.text
+            elif out.output_type in ('display_data', 'execute_result'):
+                data = out.get('data', {})
+                if 'text/markdown' in data:
+                    yield index, 'markdown', data['text/markdown']
+                elif 'text/html' in data:
+                    yield index, 'html', data['text/html']
+                elif 'text/plain' in data and 'image/png' not in data:
+                    yield index, 'plain', data['text/plain']
+
+
+@pytest.mark.parametrize('name', NEIGHBOURS)
+def test_outputs_have_no_negative_zero_and_no_internal_vocabulary(name):
+    for index, kind, text in shown_texts(notebook(name)):
+        assert not NEGATIVE_ZERO.search(text), f'{name}: cell {index} shows a negative zero in its {kind} output'
+        assert not INTERNAL_WORDS.search(text), f'{name}: cell {index} shows test vocabulary in its {kind} output'
+
+
+@pytest.mark.parametrize('name', NEIGHBOURS)
+def test_printed_lines_fit_in_110_columns(name):
+    for index, kind, text in shown_texts(notebook(name)):
+        if kind in ('stream', 'plain'):
+            wide = [line for line in text.splitlines() if len(line) > WIDTH]
+            assert not wide, f'{name}: cell {index} prints lines wider than {WIDTH} columns: {wide[:1]}'
+
+
+@pytest.mark.parametrize('name', NEIGHBOURS)
+def test_every_code_cell_ran_without_error(name):
+    for index, cell in enumerate(notebook(name).cells):
+        if cell.cell_type == 'code':
+            assert not [o for o in cell.outputs if o.output_type == 'error'], f'{name}: cell {index} failed'
+
+
+@pytest.mark.parametrize('name', NEIGHBOURS)
+def test_opening_says_what_it_shows_needs_and_how_long_it_runs(name):
+    opening = notebook(name).cells[0]
+    assert opening.cell_type == 'markdown'
+    for label in ('**Shows**', '**Needs**', '**Runs in**'):
+        assert label in opening.source, f'{name}: the opening cell lacks {label}'
+    assert 'RUNTIME' not in opening.source, f'{name}: the measured runtime was never filled in'
+
+
+@pytest.mark.parametrize('name', NEIGHBOURS)
+def test_closing_summarises_and_links_both_neighbours(name):
+    closing = notebook(name).cells[-1]
+    assert closing.cell_type == 'markdown' and '## Summary' in closing.source
+    previous, following = NEIGHBOURS[name]
+    assert f']({previous})' in closing.source and f']({following})' in closing.source, \
+        f'{name}: the closing cell does not link {previous} and {following}'
