@@ -3,6 +3,7 @@
 Each test fails on the in-process grader this replaced (restricted builtins plus a line-count trace).
 """
 import os
+import tempfile
 import subprocess
 import sys
 import time
@@ -141,9 +142,14 @@ def test_the_worker_fails_every_held_out_bug_and_passes_its_fix():
         assert gym.grade_source(fixed, task.family, task.tests) == ('pass', 'every output matches')
 
 
-def test_a_closed_sandbox_leaves_no_worker_and_no_folder():
-    box = Sandbox(wall_seconds=1.0)
-    assert box.run(source('return a0'), 'f', [((1,), 1)])[0] == 'pass'
-    process, folder = box.process, box.workdir
-    box.close()
-    assert process.poll() is not None and not os.path.exists(folder)
+def test_a_closed_sandbox_leaves_no_worker_and_makes_no_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv('TMPDIR', str(tmp_path))  # any temporary folder the grader made would land here
+    tempfile.tempdir = None
+    try:
+        box = Sandbox(wall_seconds=1.0)
+        assert box.run(source('return a0'), 'f', [((1,), 1)])[0] == 'pass'
+        process = box.process
+        box.close()
+    finally:
+        tempfile.tempdir = None
+    assert process.poll() is not None and list(tmp_path.iterdir()) == []

@@ -29,10 +29,8 @@ import json
 import os
 import resource
 import select
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 
@@ -200,23 +198,22 @@ class Sandbox:
         if not wall_seconds > 0 or not memory_bytes >= 64 * 2 ** 20:
             raise ValueError(f'wall_seconds must be > 0 and memory_bytes >= 64 MiB, got {wall_seconds}, {memory_bytes}')
         self.wall_seconds, self.memory_bytes = wall_seconds, memory_bytes
-        self.process, self.owner, self.workdir = None, None, None
+        self.process, self.owner = None, None
         self.counts = dict(timeout=0, crash=0)
         self._closes_at_exit = False
 
     def _start(self):
-        self.workdir = tempfile.mkdtemp(prefix='agentrl-grader-')
         env = {'PATH': os.environ.get('PATH', '/usr/bin:/bin'), 'PYTHONHASHSEED': '0', 'LC_ALL': 'C.UTF-8'}
         cpu_seconds = int(self.wall_seconds) + 2
         from agentrl.paths import PACKAGE  # parent side only: the worker runs this file with the standard library
 
         script = PACKAGE / 'substrate' / 'sandbox.py'
-        if not self._closes_at_exit:  # the worker and its folder go when this process ends
+        if not self._closes_at_exit:  # the worker goes when this process ends
             atexit.register(self.close)
             self._closes_at_exit = True
         self.process = subprocess.Popen(
             [sys.executable, '-S', '-s', str(script), str(self.memory_bytes), str(cpu_seconds)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=self.workdir, env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd='/', env=env,
             start_new_session=True, close_fds=True)
         self.owner = os.getpid()
         if self._reply(deadline_seconds=60.0) != dict(status='ready'):
@@ -224,7 +221,7 @@ class Sandbox:
             raise RuntimeError(f'the grading worker ({sys.executable} {script}) did not start')
 
     def close(self):
-        """Stop the worker (if any) and remove its directory."""
+        """Stop the worker (if any)."""
         process, self.process = self.process, None
         if process is not None and self.owner == os.getpid():
             for stream in (process.stdin, process.stdout):
@@ -237,9 +234,6 @@ class Sandbox:
             except OSError:
                 pass
             process.wait()
-        if self.workdir is not None and self.owner == os.getpid():
-            shutil.rmtree(self.workdir, ignore_errors=True)
-        self.workdir = None
 
     def _reply(self, deadline_seconds):
         """The worker's next reply line as a dict; None on time-out; 'crash' if the worker ended or babbled."""
