@@ -38,10 +38,13 @@ def first_line(nb):
             match = re.match(r'\|\s*\*\*Shows\*\*\s*\|\s*(.+?)\s*\|\s*$', line)
             if match:
                 return match.group(1)
-        for paragraph in re.split(r'\n\s*\n', cell.source):
-            text = ' '.join(paragraph.split())
-            if text and not text.startswith(('#', '|', '*', '>', '-', '<', '$$')):
-                return re.split(r'(?<=[.!?])\s', text)[0]
+        sentences = [sentence for paragraph in re.split(r'\n\s*\n', cell.source)
+                     for text in [' '.join(paragraph.split())]
+                     if text and not text.startswith(('#', '|', '*', '>', '-', '<', '$$'))
+                     for sentence in re.split(r'(?<=[.!?])\s', text)]
+        about = [sentence for sentence in sentences if sentence.startswith('This notebook')]
+        if about or sentences:
+            return (about or sentences)[0].rstrip(':')
     return ''
 
 
