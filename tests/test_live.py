@@ -99,3 +99,13 @@ def test_a_run_trained_here_is_the_stored_run_and_ready_runs_says_what_it_did(tm
     for spec in specs:
         assert live.same_run(live.train_here(spec, watch=[live.LiveCurve()]), runs[spec.name])
         assert live.same_run(again[spec.name], runs[spec.name])
+
+
+def test_run_all_shows_its_lines_only_to_a_person_watching(monkeypatch):
+    shown = []
+    monkeypatch.setattr(live, 'ready_runs', lambda specs, processes, show: (shown.append(show), ({'a': 1}, ['a: x']))[1])
+    monkeypatch.setattr(live, 'where_shown', lambda: None)  # make, CI: the saved notebook gets nothing
+    assert live.run_all(['spec'], processes=1) == {'a': 1}
+    monkeypatch.setattr(live, 'where_shown', lambda: 'notebook')
+    assert live.run_all(['spec'], processes=1) == {'a': 1}
+    assert shown == [False, True]
