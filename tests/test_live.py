@@ -97,7 +97,7 @@ def test_a_run_trained_here_is_the_stored_run_and_ready_runs_says_what_it_did(tm
     again, lines = live.ready_runs(specs, processes=2, show=False)
     assert lines == ['a: loaded from the run cache', 'b: loaded from the run cache']
     for spec in specs:
-        assert live.same_run(live.train_here(spec, watch=[live.LiveCurve()]), runs[spec.name])
+        assert live.same_run(experiments.train_and_evaluate(spec, watch=[live.LiveCurve()]), runs[spec.name])
         assert live.same_run(again[spec.name], runs[spec.name])
 
 

@@ -180,14 +180,18 @@ def load_run(spec):
     return None if run is None else dict(provenance=described, **run)
 
 
-def train_and_evaluate(spec):
-    """Train spec from its starting weights, evaluate on the held-out tasks -> dict(history, metrics, vocab_size, state_dict)."""
+def train_and_evaluate(spec, watch=()):
+    """Train spec from its starting weights, evaluate on the held-out tasks -> dict(history, metrics, vocab_size, state_dict).
+
+    watch: extra plug-ins that only read the step records (a live curve in a notebook); the run is the same with or
+    without them.
+    """
     tok, train_tasks, heldout_tasks, rl_base = substrate()
     with fixed_threads(TRAIN_THREADS):  # training and the final evaluation alike
-        return _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base)
+        return _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base, watch)
 
 
-def _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base):
+def _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base, watch=()):
     model = copy.deepcopy(rl_base)
     if spec.init is not None:
         model.load_state_dict(ensure_run(spec.init)['state_dict'])
@@ -196,7 +200,7 @@ def _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base):
     probes = [Probe(spec.probes, rl_base, heldout_tasks, tok, cfg.temperature)] if spec.probes else []
     history = train_regularized(model, train_tasks, tok, cfg, spec.steps, entropy_coef=spec.entropy_coef,
                                 kl_in_reward=spec.kl_in_reward, ref_model=reference, kl_target=spec.kl_target,
-                                policy_loss=spec.policy_loss(), plugins=probes, label=f'run {spec.name!r}')
+                                policy_loss=spec.policy_loss(), plugins=probes + list(watch), label=f'run {spec.name!r}')
     metrics = diversity(model, rl_base, heldout_tasks, tok)
     return dict(history=history, metrics=metrics, vocab_size=len(tok), state_dict=model.state_dict())
 

@@ -1,22 +1,19 @@
 """Chapter 10's runs as a reader meets them: which plug-ins a setting uses, one run trained in the notebook with a
 curve redrawn while it learns, and every run of a comparison made ready (loaded or trained) with a line per setting.
 
-Nothing here decides a run's numbers: `train_here` calls the same engine with the same arguments as
-agentrl.ch10.experiments does (a test checks the results are bit-identical), and `LiveCurve` only reads the records
-the engine hands it. This module is not one of the fingerprinted training modules, so editing it retrains nothing.
+Nothing here decides a run's numbers: a watched run is trained by experiments.train_and_evaluate with LiveCurve
+among its `watch` plug-ins, and LiveCurve only reads the records the engine hands it (a test checks the run is the
+stored one, bit for bit). This module is not one of the fingerprinted training modules, so editing it retrains nothing.
 """
-import copy
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 
 from agentrl import plotting
 from agentrl.ch10 import experiments
-from agentrl.ch10.evaluation import diversity
-from agentrl.ch10.regularizers import chapter_plugins, train_regularized
-from agentrl.cpu import fixed_threads
+from agentrl.ch10.regularizers import chapter_plugins
 from agentrl.progress import where_shown
-from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, ReferenceKL
+from agentrl.substrate.grpo import Plugin, ReferenceKL
 
 HOOKS = ('begin', 'shape_rewards', 'before_update', 'prepare', 'reshape_surrogate', 'extend_loss', 'after_update',
          'end_step')  # the engine's hooks, in the order it calls them on a step (begin: once, before step 0)
@@ -138,29 +135,6 @@ class LiveCurve(Plugin):
         done = len(next(iter(self.values.values())))
         return {'image/png': base64.b64encode(png).decode('ascii'),
                 'text/plain': f'{self.title}: {done} of {self.steps or "?"} steps'}
-
-
-def train_here(spec, watch=()):
-    """Train and evaluate spec in this process exactly as experiments.train_and_evaluate does, with the extra
-    plug-ins `watch` (measurements such as LiveCurve) appended -> dict(history, metrics, vocab_size, state_dict).
-
-    Nothing is saved: the run cache keeps the run experiments.ensure_run made.
-    """
-    tok, train_tasks, heldout_tasks, rl_base = experiments.substrate()
-    with fixed_threads(TRAIN_THREADS):
-        model = copy.deepcopy(rl_base)
-        if spec.init is not None:
-            model.load_state_dict(experiments.ensure_run(spec.init)['state_dict'])
-        reference = copy.deepcopy(rl_base).eval() if spec.reference == 'rl_base' else None
-        cfg = spec.config()
-        probes = ([experiments.Probe(spec.probes, rl_base, heldout_tasks, tok, cfg.temperature)]
-                  if spec.probes else [])
-        history = train_regularized(model, train_tasks, tok, cfg, spec.steps, entropy_coef=spec.entropy_coef,
-                                    kl_in_reward=spec.kl_in_reward, ref_model=reference, kl_target=spec.kl_target,
-                                    policy_loss=spec.policy_loss(), plugins=probes + list(watch),
-                                    label=f'run {spec.name!r}')
-        metrics = diversity(model, rl_base, heldout_tasks, tok)
-    return dict(history=history, metrics=metrics, vocab_size=len(tok), state_dict=model.state_dict())
 
 
 def same_run(a, b):

@@ -1,4 +1,4 @@
-"""What a reader sees in notebooks 06, 08 and 10: clean committed outputs and the opening and closing scaffolding."""
+"""What a reader sees in every notebook: clean committed outputs and the opening and closing scaffolding."""
 import re
 
 import nbformat
@@ -6,10 +6,12 @@ import pytest
 
 from conftest import NOTEBOOKS
 
-# notebook -> (link to the previous one, link to the next one) that its closing cell must hold
-NEIGHBOURS = {'06_entropy_collapse': ('05_forward_reverse.ipynb', '07_tinyagent_comparison.ipynb'),
-              '08_design_questions': ('07_tinyagent_comparison.ipynb', '09_seeds.ipynb'),
-              '10_exercises': ('09_seeds.ipynb', '../REPRODUCTION.md')}
+STEMS = sorted(path.stem for path in NOTEBOOKS.glob('[0-9][0-9]_*.ipynb'))
+# notebook -> (link to the previous one, link to the next one) that its closing cell must hold; the first notebook
+# links back to the README, the last one on to the report
+NEIGHBOURS = {stem: (f'{STEMS[i - 1]}.ipynb' if i else '../README.md',
+                     f'{STEMS[i + 1]}.ipynb' if i + 1 < len(STEMS) else '../REPRODUCTION.md')
+              for i, stem in enumerate(STEMS)}
 NEGATIVE_ZERO = re.compile(r'(?<![\d.])-0\.0+(?![0-9])')  # -0.0, -0.0000, ... but not -0.0001
 INTERNAL_WORDS = re.compile(r'\[\s*(NOT )?held\]|\bthe tests? asserts?\b|\[\s*not run\]', re.IGNORECASE)
 WIDTH = 110
@@ -62,8 +64,10 @@ def test_every_code_cell_ran_without_error(name):
 def test_opening_says_what_it_shows_needs_and_how_long_it_runs(name):
     opening = notebook(name).cells[0]
     assert opening.cell_type == 'markdown'
-    for label in ('**Shows**', '**Needs**', '**Runs in**'):
-        assert label in opening.source, f'{name}: the opening cell lacks {label}'
+    for says, labels in (('what it shows', ('**Shows**', 'This notebook')),
+                         ('what it needs', ('**Needs**', '**What it needs.**')),
+                         ('how long it runs', ('**Runs in**', '**How long.**'))):
+        assert any(label in opening.source for label in labels), f'{name}: the opening cell does not say {says}'
     assert 'RUNTIME' not in opening.source, f'{name}: the measured runtime was never filled in'
 
 
