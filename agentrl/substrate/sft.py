@@ -20,35 +20,12 @@ import torch
 from agentrl.cpu import fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import cache_dir
+from agentrl.substrate.config import CAREFUL, Habits, SFTConfig, active  # noqa: F401 (Habits: public API)
 from agentrl.substrate.gym import END, MAX_LINES, Env, draw_offset, make_tasks
 from agentrl.substrate.model import ModelConfig, TinyAgent
 from agentrl.progress import progress
 from agentrl.verified_cache import load_verified, save_verified
 
-
-
-@dataclasses.dataclass(frozen=True)
-class Habits:
-    """A scripted agent's habits (probabilities)."""
-    read: float = 0.4  # reads before editing
-    full_read: float = 0.5  # a read covers the whole function (else a peek at its first two or three lines)
-    slip: float = 0.06  # before each call, first makes a malformed or out-of-range call
-
-
-CAREFUL = Habits(read=1.0, full_read=1.0, slip=0.0)  # always reads the whole function, never slips
-
-
-@dataclasses.dataclass(frozen=True)
-class SFTConfig:
-    """Supervised fine-tuning in two phases: skills from a careful agent, then the scripted agent's habits."""
-    careful_steps: int = 600  # phase 1: AdamW steps on the careful agent's episodes (reading and fixing)
-    habit_steps: int = 150  # phase 2: AdamW steps on the scripted agent's episodes (its habits)
-    batch_size: int = 32  # fresh episodes per step
-    careful_lr: float = 3e-3  # phase 1 peak learning rate (cosine decay to 10%)
-    habit_lr: float = 1e-3  # phase 2 peak learning rate (cosine decay to 10%)
-    weight_decay: float = 0.01
-    seed: int = 0
-    habits: Habits = Habits()  # the scripted agent of phase 2
 
 
 def _slip(task, offset, rng):

@@ -1,0 +1,162 @@
+"""One description of a substrate: every choice of chapters 1-9 that shapes the RL base and the unregularised run.
+
+A `SubstrateConfig` is frozen and hashable. The task families and the held-out split, the tool-call grammar,
+the SFT phases and the scripted agent's habits, the model's parameter-free choices (heads, initialisation,
+logit scale), the default RL learning rate and what the advantages make of an episode's number of turns are
+all fields of it. The package builds the *active* configuration: `DEFAULT` unless a caller switched to another
+with `use(config)` (the calibration does, to measure a candidate beside the default without changing it).
+
+What the chapter itself fixes is not a field: the loop (Adam at a constant learning rate), at least 6 calls per
+episode, and the model's shape (2 layers, width 64, MLP width 256, context 256, an untied head with bias).
+"""
+import contextlib
+import dataclasses
+import hashlib
+import json
+
+
+def _require(owner, name, ok, allowed, value):
+    if not ok:
+        raise ValueError(f'{owner}.{name} must be {allowed}, got {value!r}')
+
+
+def _probability(owner, name, value):
+    _require(owner, name, isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0,
+             'a probability in [0, 1]', value)
+
+
+@dataclasses.dataclass(frozen=True)
+class Habits:
+    """A scripted agent's habits (probabilities)."""
+    read: float = 0.4  # reads before editing
+    full_read: float = 0.5  # a read covers the whole function (else a peek at its first two or three lines)
+    slip: float = 0.06  # before each call, first makes a bad call (of the kinds `slips` names)
+    slips: str = 'mixed'  # 'mixed': malformed calls and out-of-range lines; 'choice': only wrong line labels,
+    #                       so every word the grammar forces (';' after submit, 'to', 'with') stays certain
+    mislabel: float = 0.0  # after a read that showed the bug, writes the fix on a neighbouring line instead
+
+    def __post_init__(self):
+        for name in ('read', 'full_read', 'slip', 'mislabel'):
+            _probability('Habits', name, getattr(self, name))
+        _require('Habits', 'slips', self.slips in SLIP_KINDS, f'one of {SLIP_KINDS}', self.slips)
+
+
+SLIP_KINDS = ('mixed', 'choice')
+CAREFUL = Habits(read=1.0, full_read=1.0, slip=0.0)  # always reads the whole function, never slips
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTConfig:
+    """Supervised fine-tuning in two phases: skills from a careful agent, then the scripted agent's habits."""
+    careful_steps: int = 600  # phase 1: AdamW steps on the careful agent's episodes (reading and fixing)
+    habit_steps: int = 150  # phase 2: AdamW steps on the scripted agent's episodes (its habits)
+    batch_size: int = 32  # fresh episodes per step
+    careful_lr: float = 3e-3  # phase 1 peak learning rate (cosine decay to 10%)
+    habit_lr: float = 1e-3  # phase 2 peak learning rate (cosine decay to 10%)
+    weight_decay: float = 0.01
+    seed: int = 0
+    habits: Habits = Habits()  # the scripted agent of phase 2
+
+    def __post_init__(self):
+        for name in ('careful_steps', 'habit_steps', 'batch_size', 'seed'):
+            value = getattr(self, name)
+            _require('SFTConfig', name, isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                     'an int >= 0', value)
+        _require('SFTConfig', 'batch_size', self.batch_size >= 1, '>= 1', self.batch_size)
+        for name in ('careful_lr', 'habit_lr'):
+            _require('SFTConfig', name, getattr(self, name) > 0, '> 0', getattr(self, name))
+        _require('SFTConfig', 'weight_decay', self.weight_decay >= 0, '>= 0', self.weight_decay)
+        _require('SFTConfig', 'habits', isinstance(self.habits, Habits), 'a Habits', self.habits)
+
+
+FAMILY_SETS = ('base', 'extended')  # 'base': the 36 families of FAMILY_TABLE; 'extended': 15 more after them
+HELDOUT_RULES = ('any_line', 'fresh_line')
+GRAMMARS = ('short', 'long')
+
+
+@dataclasses.dataclass(frozen=True)
+class SubstrateConfig:
+    """Every free choice of chapters 1-9 that shapes the RL base and the unregularised run (frozen, hashable)."""
+    families: str = 'base'  # which task families exist (FAMILY_SETS)
+    heldout: str = 'any_line'  # held-out split: 'any_line' (one bug of each of 10 families, anywhere) or
+    #                           'fresh_line' (only on a line where no training bug of its family sits, so a blind
+    #                           guess among the family's training bugs never fixes it)
+    grammar: str = 'short'  # tool calls: 'short' (read L2 L5 ; edit L4 < > ;) or 'long' (read L2 to L5 ;
+    #                        edit L4 replace < with > ;)
+    max_offset: int = 12  # at most this many blank lines before the function (also capped by what fits in L12)
+    sft: SFTConfig = SFTConfig()  # how the RL base is fine-tuned, and the habits it keeps
+    n_head: int = 4  # attention heads (does not change the parameter count)
+    init_std: float = 0.02  # std of the normal initialisation (residual projections: divided by sqrt(2 layers))
+    logit_scale: float = 1.0  # the head's logits are multiplied by this
+    rl_lr: float = 5e-4  # the default RLConfig.lr (chapter 9's Adam learning rate, constant)
+    turn_cost: float = 0.0  # the default RLConfig.turn_cost: advantage units an episode pays per turn above its
+    #                        group's mean, in groups that carry a reward signal (0: the turns are ignored)
+
+    def __post_init__(self):
+        owner = 'SubstrateConfig'
+        _require(owner, 'families', self.families in FAMILY_SETS, f'one of {FAMILY_SETS}', self.families)
+        _require(owner, 'heldout', self.heldout in HELDOUT_RULES, f'one of {HELDOUT_RULES}', self.heldout)
+        _require(owner, 'grammar', self.grammar in GRAMMARS, f'one of {GRAMMARS}', self.grammar)
+        _require(owner, 'max_offset', isinstance(self.max_offset, int) and self.max_offset >= 0, 'an int >= 0',
+                 self.max_offset)
+        _require(owner, 'sft', isinstance(self.sft, SFTConfig), 'an SFTConfig', self.sft)
+        _require(owner, 'n_head', self.n_head in (1, 2, 4, 8, 16, 32, 64), 'a divisor of the width 64', self.n_head)
+        for name in ('init_std', 'logit_scale', 'rl_lr'):
+            _require(owner, name, getattr(self, name) > 0, '> 0', getattr(self, name))
+        _require(owner, 'turn_cost', self.turn_cost >= 0, '>= 0', self.turn_cost)
+
+    def describe(self):
+        """Every field as plain JSON data (nested configurations as dicts)."""
+        return json.loads(json.dumps(dataclasses.asdict(self)))
+
+    def key(self):
+        """SHA-256 of describe(): names this configuration in caches and records."""
+        return hashlib.sha256(json.dumps(self.describe(), sort_keys=True).encode()).hexdigest()
+
+    @classmethod
+    def from_description(cls, description):
+        """The configuration describe() returned (a dict), rebuilt; unknown fields raise ValueError naming them."""
+        description = dict(description)
+        sft = dict(description.pop('sft', {}))
+        habits = Habits(**_known(Habits, sft.pop('habits', {})))
+        return cls(sft=SFTConfig(habits=habits, **_known(SFTConfig, sft)), **_known(cls, description))
+
+
+def _known(cls, values):
+    allowed = {field.name for field in dataclasses.fields(cls)}
+    unknown = set(values) - allowed
+    if unknown:
+        raise ValueError(f'{cls.__name__}: unknown fields {sorted(unknown)}; allowed: {sorted(allowed)}')
+    return values
+
+
+# Named configurations the package can build. 'main' is today's substrate. 'c18' re-creates, from the notes of the
+# earlier hand search (issue 11), its best candidate: long calls, 15 more families, offsets up to 2, a held-out split
+# on fresh lines, logit scale 0.35, 1200 careful SFT steps and a mislabel habit, lr 3.5e-4 (its learning-rate
+# warm-up and its limit of 3 turns are left out: the chapter fixes a constant rate and at least 6 calls).
+CANDIDATES = {
+    'main': SubstrateConfig(),
+    'c18': SubstrateConfig(families='extended', heldout='fresh_line', grammar='long', max_offset=2,
+                           sft=SFTConfig(careful_steps=1200, habits=Habits(mislabel=0.15)), logit_scale=0.35,
+                           rl_lr=3.5e-4),
+}
+DEFAULT = CANDIDATES['main']  # the substrate the notebooks use; the freeze commit changes this line
+
+_ACTIVE = []  # configurations switched on by use(), innermost last
+
+
+def active():
+    """The configuration the package builds now: the innermost use(), else DEFAULT."""
+    return _ACTIVE[-1] if _ACTIVE else DEFAULT
+
+
+@contextlib.contextmanager
+def use(config):
+    """Build `config` instead of DEFAULT inside this block (tasks, tokenizer, RL base, RLConfig defaults)."""
+    if not isinstance(config, SubstrateConfig):
+        raise TypeError(f'use() takes a SubstrateConfig, got {type(config).__name__}')
+    _ACTIVE.append(config)
+    try:
+        yield config
+    finally:
+        _ACTIVE.pop()
