@@ -287,3 +287,137 @@ def F ( a0 , a1 ) :
         p = x
     return c''', lambda rng: (_list(rng), rng.randint(0, 10))),
 ]
+
+
+# Fifteen more families, in the same form and under the same rule (only right-hand operators of FIXES), for the
+# 'extended' family set: FAMILY_TABLE followed by these, named f36..f50.
+EXTRA_FAMILY_TABLE = [
+    ('twice the length of the longest run of items of a0 at least a1 plus a1', '''
+def F ( a0 , a1 ) :
+    r = 0
+    n = 0
+    for x in a0 :
+        if x >= a1 :
+            n = n + 1
+        else :
+            n = 0
+        r = max ( r , n * 2 )
+    return r + a1''', lambda rng: (_list(rng), rng.randint(-1, 4))),
+    ('twice the number of items of a0 greater than the item before them and the item after them', '''
+def F ( a0 ) :
+    c = 0
+    p = a0 [ 0 ]
+    y = a0 [ 0 ]
+    for x in a0 :
+        if y > p and y > x :
+            c = c + 1
+        p = y
+        y = x
+    return c * 2''', lambda rng: (_list(rng),)),
+    ('three times the greatest common divisor of a0 and a1 plus its number of steps', '''
+def F ( a0 , a1 ) :
+    n = 0
+    while a1 > 0 :
+        t = a0 % a1
+        a0 = a1
+        a1 = t
+        n = n + 1
+    return a0 * 3 + n''', lambda rng: (rng.randint(2, 40), rng.randint(1, 30))),
+    ('twice the number of pairs of items of a0 where the earlier exceeds the later by more than a1', '''
+def F ( a0 , a1 ) :
+    c = 0
+    for i in range ( len ( a0 ) ) :
+        for k in range ( i + 1 , len ( a0 ) ) :
+            if a0 [ i ] > a0 [ k ] + a1 :
+                c = c + 1
+    return c * 2''', lambda rng: (_list(rng), rng.randint(0, 3))),
+    ('twice the number of prefix sums of a0 above a1 plus the sum of a0', '''
+def F ( a0 , a1 ) :
+    s = 0
+    c = 0
+    for x in a0 :
+        s = s + x
+        if s > a1 :
+            c = c + 1
+    return c * 2 + s''', lambda rng: (_list(rng), rng.randint(0, 12))),
+    ('twice the sum of the different items of a0 above a1', '''
+def F ( a0 , a1 ) :
+    s = [ ]
+    c = 0
+    for x in a0 :
+        if x > a1 and not x in s :
+            s = s + [ x ]
+            c = c + x
+    return c * 2''', lambda rng: (_ints(rng, rng.randint(5, 8), -1, 5), rng.randint(-1, 2))),
+    ('twice the sum of a0 with the items at odd positions multiplied by a1', '''
+def F ( a0 , a1 ) :
+    r = 0
+    for i in range ( len ( a0 ) ) :
+        if i % 2 == 1 :
+            r = r + a0 [ i ] * a1
+        else :
+            r = r + a0 [ i ]
+    return r * 2''', lambda rng: (_list(rng), rng.randint(2, 4))),
+    ('two points per item of a0 above a1 whose square is also in a0 plus a1', '''
+def F ( a0 , a1 ) :
+    c = 0
+    for x in a0 :
+        if x * x in a0 and x > a1 :
+            c = c + 2
+    return c + a1''', lambda rng: (_ints(rng, rng.randint(5, 8), -2, 9), rng.randint(-2, 2))),
+    ('twice the largest sum of an item of a0 and an earlier item but at least a1', '''
+def F ( a0 , a1 ) :
+    m = a0 [ 0 ]
+    r = a1
+    for x in a0 [ 1 : ] :
+        if x + m > r :
+            r = x + m
+        m = max ( m , x )
+    return r * 2''', lambda rng: (_list(rng), rng.randint(0, 8))),
+    ('twice the sum of the positive items x of a0 with a1 divisible by x', '''
+def F ( a0 , a1 ) :
+    c = 0
+    for x in a0 :
+        if x > 0 and a1 % x == 0 :
+            c = c + x
+    return c * 2''', lambda rng: (_list(rng), rng.randint(4, 24))),
+    ('twice the number of items of a0 whose product with the length of a0 exceeds the sum of a0 plus a1', '''
+def F ( a0 , a1 ) :
+    s = 0
+    for x in a0 :
+        s = s + x
+    c = 0
+    for x in a0 :
+        if x * len ( a0 ) > s + a1 :
+            c = c + 1
+    return c * 2''', lambda rng: (_list(rng), rng.randint(-3, 6))),
+    ('twice the sum of the items of a0 before the first even item above a1', '''
+def F ( a0 , a1 ) :
+    c = 0
+    for x in a0 :
+        if x > a1 and x % 2 == 0 :
+            break
+        c = c + x
+    return c * 2''', lambda rng: (_list(rng), rng.randint(0, 6))),
+    ('a1 plus the largest of 0 and the even items of a0 not above a1', '''
+def F ( a0 , a1 ) :
+    r = 0
+    for x in a0 :
+        if a1 >= x and x % 2 == 0 :
+            r = max ( r , x )
+    return r + a1''', lambda rng: (_list(rng), rng.randint(0, 8))),
+    ('twice the number of items of a0 whose remainder modulo a2 is that of a1', '''
+def F ( a0 , a1 , a2 ) :
+    c = 0
+    for x in a0 :
+        if x % a2 == a1 % a2 :
+            c = c + 1
+    return c * 2''', lambda rng: (_list(rng), rng.randint(0, 9), rng.randint(2, 4))),
+    ('twice the number of x below a0 whose square modulo a1 is a2', '''
+def F ( a0 , a1 , a2 ) :
+    c = 0
+    for x in range ( a0 ) :
+        if x * x % a1 == a2 :
+            c = c + 1
+    return c * 2''', lambda rng: (rng.randint(3, 12), rng.randint(3, 7), rng.randint(0, 4))),
+]
