@@ -1,7 +1,12 @@
 """make calibrate's table: means over seeds checked against the bands, each row read from the measurements."""
+import copy
+import json
+
 import pytest
 
+import agentrl as arl
 from agentrl.build import calibrate
+from agentrl.substrate.config import CANDIDATES, DEFAULT, SubstrateConfig
 
 
 def measurements(**overrides):
@@ -16,35 +21,76 @@ def measurements(**overrides):
     for step in range(75, 80):
         long[step]['entropy'] = 0.08
     out = dict(seed=0, vocab=316, params=157_244, run40=history[:40], run80=long,
-               push=dict(rewarded=121, rare=17, last_clip_frac=0.114, entropy_before=0.55, entropy_after=0.50),
                heldout=dict(pass1=0.725, pass8=0.8, distinct=4.3, invalid=0.04, kl_start=0.237))
     out.update(overrides)
     return out
 
 
-def test_the_books_own_values_hold_every_row():
-    rows = calibrate.table([measurements()] * 3)
-    assert len(rows) == len(calibrate.ROWS) and all(row[-1] for row in rows), [r for r in rows if not r[-1]]
+def push(**overrides):
+    """One batch seed's push with the book's values."""
+    return {**dict(rewarded=121, rare=17, last_clip_frac=0.114, entropy_before=0.55, entropy_after=0.50), **overrides}
 
 
-@pytest.mark.parametrize('change, quantity', [
-    (dict(vocab=260), 'vocabulary'),
-    (dict(heldout=dict(pass1=0.725, pass8=1.0, distinct=4.3, invalid=0.04, kl_start=0.237)), 'pass@8'),
-    (dict(push=dict(rewarded=121, rare=17, last_clip_frac=0.55, entropy_before=0.5, entropy_after=0.6)), 'clip_frac'),
+def test_the_books_own_values_hold_every_row_at_distance_zero():
+    rows = calibrate.judge([measurements()] * 3, [push()] * 10)
+    assert len(rows) == len(calibrate.ROWS) == 26
+    assert calibrate.rows_held(rows) == 26 and calibrate.band_distance(rows) == 0.0, [r for r in rows if not r.holds]
+
+
+@pytest.mark.parametrize('seed_change, batch_change, quantity', [
+    (dict(vocab=260), {}, 'vocabulary'),
+    (dict(heldout=dict(pass1=0.725, pass8=1.0, distinct=4.3, invalid=0.04, kl_start=0.237)), {}, 'pass@8'),
+    ({}, dict(last_clip_frac=0.55), 'clip_frac'),
 ])
-def test_a_measurement_outside_its_band_fails_its_row_only(change, quantity):
-    rows = calibrate.table([measurements(**change)] * 3)
-    failing = [row[0] for row in rows if not row[-1]]
-    assert len(failing) >= 1 and all(quantity in name or 'after minus before' in name for name in failing), failing
+def test_a_measurement_outside_its_band_fails_its_row_only(seed_change, batch_change, quantity):
+    rows = calibrate.judge([measurements(**seed_change)] * 3, [push(**batch_change)] * 10)
+    failing = [row.quantity for row in rows if not row.holds]
+    assert failing and all(quantity in name for name in failing), failing
 
 
 def test_the_band_is_judged_on_the_mean_over_seeds_not_on_each_seed():
     low, high = measurements(vocab=270), measurements(vocab=340)  # 270 alone is outside 280-350; the mean 305 is in
-    assert calibrate.table([low, high])[0][-1] is True
-    assert calibrate.table([low, low])[0][-1] is False
+    assert calibrate.judge([low, high], [push()])[0].holds is True
+    assert calibrate.judge([low, low], [push()])[0].holds is False
 
 
-def test_a_variant_with_unknown_parts_is_refused():
-    with pytest.raises(ValueError, match='unknown parts'):
-        calibrate.Variant.from_json('{"optimizer": {}}')
-    assert calibrate.Variant.from_json('{"rl": {"lr": 3e-4}}').rl_config().lr == 3e-4
+def test_the_push_rows_are_judged_over_the_batch_seeds():
+    rows = calibrate.judge([measurements()], [push(last_clip_frac=0.30), push(last_clip_frac=0.0)])  # mean 0.15
+    clip = next(r for r in rows if 'clip_frac' in r.quantity)
+    assert clip.values == (0.30, 0.0) and clip.holds
+    rows = calibrate.judge([measurements()], [push(last_clip_frac=0.30), push(last_clip_frac=0.20)])
+    assert not next(r for r in rows if 'clip_frac' in r.quantity).holds
+
+
+def test_band_distance_is_the_gap_to_the_nearest_edge_in_band_widths():
+    # two-sided: vocabulary band 280-350 (width 70); 385 is 35 above: half a width
+    row = calibrate.judge([measurements(vocab=385)], [push()])[0]
+    assert not row.holds and row.distance == pytest.approx(0.5)
+    row = calibrate.judge([measurements(vocab=266)], [push()])[0]
+    assert row.distance == pytest.approx(0.2)
+    # one-sided: invalid calls <= 0.10, width 0.1; 0.25 is 1.5 widths above
+    held = dict(pass1=0.725, pass8=0.8, distinct=4.3, invalid=0.25, kl_start=0.237)
+    rows = calibrate.judge([measurements(heldout=held)], [push()])
+    assert calibrate.band_distance(rows) == pytest.approx(1.5) and calibrate.rows_held(rows) == 25
+
+
+def test_a_named_or_described_configuration_is_chosen_and_a_bad_one_refused():
+    assert calibrate.chosen_config(None, None) == DEFAULT
+    assert calibrate.chosen_config('c18', None) == CANDIDATES['c18']
+    described = json.dumps(CANDIDATES['c18'].describe())
+    assert calibrate.chosen_config(None, described) == CANDIDATES['c18']
+    with pytest.raises(ValueError, match='not a named configuration'):
+        calibrate.chosen_config('c99', None)
+    with pytest.raises(ValueError, match='unknown fields'):
+        SubstrateConfig.from_description({'optimizer': 'sgd'})
+
+
+def test_the_long_run_keeps_the_short_run_and_its_policy_bit_for_bit():
+    """measure_seed trains once for long_steps and evaluates the policy after short_steps: the same as two runs."""
+    protocol = calibrate.Protocol(seeds=(0,), short_steps=2, long_steps=3, attempts=8)
+    measured = calibrate.measure_seed(DEFAULT, 0, protocol)
+    tok, train, heldout, base = calibrate.prepare(DEFAULT)
+    model = copy.deepcopy(base)
+    short = arl.train_rl(model, train, tok, arl.RLConfig(seed=0, eval_every=0), 2)
+    assert measured['run40'] == short and measured['run80'][:2] == short and len(measured['run80']) == 3
+    assert measured['heldout'] == arl.diversity(model, base, heldout, tok, n=8)

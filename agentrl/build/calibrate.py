@@ -1,19 +1,22 @@
-"""`make calibrate`: our substrate against what the book's chapters 1-9 show, on seeds 0, 1 and 2.
+"""`make calibrate`: a substrate against what the book's chapters 1-9 show, on seeds 0-4 (push rows: batch seeds 0-9).
 
 The calibration set is the RL base and the unregularised default GRPO run (chapter 9's behaviour), nothing
-else: no regularised setting of chapter 10 is run here. For each seed this trains the default run for 40
-and for 80 steps, evaluates the 40-step policy on the held-out tasks (16 attempts on each of the 10), and
-pushes one RL-base batch (the one section 10.6 uses) through 8 full-batch clipped-surrogate steps at
-clip_high 0.2. It prints one row per quantity: the book's value, the band the mean over the seeds must fall
-in, ours (mean, then the three seeds), and whether it holds. Exit status 1 if a row does not hold.
+else: no regularised setting of chapter 10 is run here. For each seed this trains the default run for 80
+steps, keeps the policy it had after 40, and evaluates that one on the held-out tasks (16 attempts on each of
+the 10). For each batch seed it pushes one RL-base batch (the one section 10.6 uses, drawn with that seed)
+through 8 full-batch clipped-surrogate steps at clip_high 0.2. It prints one row per quantity: the book's
+value, the band the mean must fall in, ours (mean, then each seed), and whether it holds. Exit status 1 if a
+row does not hold.
 
-`--variant '{"rl": {"lr": 3e-4}, "sft": {...}, "model": {...}}'` measures a candidate substrate (other
-defaults for RLConfig, SFTConfig, ModelConfig) without changing the package's defaults.
+`--candidate c18` measures a named configuration (agentrl.substrate.config.CANDIDATES) and `--config JSON` any
+SubstrateConfig description, beside the default and without changing it. `--protocol confirmation` uses the
+unseen seeds 5-9 (batch seeds 10-19).
 """
 import argparse
 import concurrent.futures
 import copy
 import dataclasses
+import functools
 import json
 import multiprocessing
 import sys
@@ -22,42 +25,38 @@ import torch
 
 from agentrl.ch10.evaluation import diversity
 from agentrl.core.logprobs import entropy_from_logits, masked_mean, selected_log_probs
-from agentrl.substrate.grpo import RLConfig, compute_advantages, policy_loss, train_rl
+from agentrl.cpu import fixed_threads
+from agentrl.substrate.config import CANDIDATES, DEFAULT, SubstrateConfig, use
+from agentrl.substrate.grpo import Plugin, RLConfig, compute_advantages, policy_loss, train_rl
 from agentrl.substrate.gym import make_env, make_tasks
-from agentrl.substrate.model import ModelConfig, count_parameters
+from agentrl.substrate.model import count_parameters
 from agentrl.substrate.rollout import collate, sample_groups
-from agentrl.substrate.sft import SFTConfig, make_rl_base
+from agentrl.substrate.sft import make_rl_base
 from agentrl.substrate.tokenizer import build_tokenizer
 
-SEEDS = (0, 1, 2)
 PUSH_UPDATES, PUSH_LR, PUSH_CLIP = 8, 1e-3, 0.2  # section 10.6's single-batch experiment, at the default clip
 
 
 @dataclasses.dataclass(frozen=True)
-class Variant:
-    """A candidate substrate: overrides of RLConfig, SFTConfig and ModelConfig defaults (empty: the package's)."""
-    rl: tuple = ()
-    sft: tuple = ()
-    model: tuple = ()
-
-    @classmethod
-    def from_json(cls, text):
-        spec = json.loads(text or '{}')
-        unknown = set(spec) - {'rl', 'sft', 'model'}
-        if unknown:
-            raise ValueError(f'--variant: unknown parts {sorted(unknown)}; allowed: rl, sft, model')
-        return cls(**{part: tuple(sorted(spec.get(part, {}).items())) for part in ('rl', 'sft', 'model')})
-
-    def rl_config(self, **fields):
-        return RLConfig(**{**dict(self.rl), **fields})
+class Protocol:
+    """Which seeds a measurement uses (fixed by issue 17 before anything was measured)."""
+    seeds: tuple = (0, 1, 2, 3, 4)  # GRPO run seeds (RLConfig.seed); rows are judged on their mean
+    batch_seeds: tuple = tuple(range(10))  # generator seeds of the 10.6 batch: its two batch rows and two push rows
+    short_steps: int = 40  # the chapter's run; the held-out evaluation is of this policy
+    long_steps: int = 80  # the longer run of the final-entropy rows (its first short_steps are the short run)
+    attempts: int = 16  # held-out attempts per task
 
 
-def setup(variant):
-    """Tokenizer, train and held-out tasks, RL base of the variant (built once, then loaded from the cache)."""
-    tok = build_tokenizer(make_tasks('all'))
-    base = make_rl_base(tok, sft_cfg=SFTConfig(**dict(variant.sft)),
-                        model_cfg=ModelConfig(vocab_size=len(tok), **dict(variant.model)))
-    return tok, make_tasks('train'), make_tasks('heldout'), base
+SEARCH = Protocol()
+CONFIRMATION = Protocol(seeds=(5, 6, 7, 8, 9), batch_seeds=tuple(range(10, 20)))  # unseen by the search
+
+
+@functools.lru_cache(maxsize=4)
+def prepare(config):
+    """(tokenizer, train tasks, held-out tasks, RL base) of `config`: the base built once, then loaded from the cache."""
+    with use(config):
+        tok = build_tokenizer(make_tasks('all'))
+        return tok, make_tasks('train'), make_tasks('heldout'), make_rl_base(tok)
 
 
 def section_10_6_batch(rl_base, tok, train_tasks, cfg, seed):
@@ -93,66 +92,150 @@ def push_batch(rl_base, batch, advantages, cfg, updates=PUSH_UPDATES, lr=PUSH_LR
                 last_clip_frac=stats['clip_frac'], entropy_before=before, entropy_after=after)
 
 
-def measure_seed(args):
-    """Every calibration measurement of one seed -> dict (runs on one thread, in a worker process or here)."""
-    variant, seed = args
-    torch.set_num_threads(1)
-    tok, train, heldout, base = setup(variant)
-    cfg = variant.rl_config(seed=seed, eval_every=0)
-    batch, advantages = section_10_6_batch(base, tok, train, variant.rl_config(seed=seed, clip_high=PUSH_CLIP), seed)
-    out = dict(seed=seed, vocab=len(tok), params=count_parameters(base),
-               push=push_batch(base, batch, advantages, variant.rl_config(clip_high=PUSH_CLIP)))
-    model = copy.deepcopy(base)
-    out['run40'] = train_rl(model, train, tok, cfg, 40)
-    out['heldout'] = diversity(model, base, heldout, tok)
-    out['run80'] = train_rl(copy.deepcopy(base), train, tok, cfg, 80)
-    return out
+def measure_batch(config, batch_seed):
+    """The single-batch push of section 10.6 on the batch drawn with `batch_seed`, under `config` -> dict."""
+    tok, train, _, base = prepare(config)
+    with use(config), fixed_threads(1):
+        cfg = RLConfig(clip_high=PUSH_CLIP)
+        batch, advantages = section_10_6_batch(base, tok, train, cfg, batch_seed)
+        return dict(batch_seed=batch_seed, **push_batch(base, batch, advantages, cfg))
+
+
+class KeepPolicyAt(Plugin):
+    """A read-only plug-in that keeps a copy of the policy as it is after `steps` updates (it draws nothing)."""
+
+    def __init__(self, steps):
+        self.steps, self.policy = steps, None
+
+    def after_update(self, model, record):
+        if record['step'] == self.steps - 1:
+            self.policy = copy.deepcopy(model)
+
+
+def measure_seed(config, seed, protocol=SEARCH):
+    """Every calibration measurement of one GRPO seed under `config` -> dict (JSON-able; runs on one thread).
+
+    One run of protocol.long_steps steps: its first protocol.short_steps steps are the short run, whose final
+    policy (kept by KeepPolicyAt) is evaluated on the held-out tasks.
+    """
+    tok, train, heldout, base = prepare(config)
+    with use(config), fixed_threads(1):
+        keep = KeepPolicyAt(protocol.short_steps)
+        history = train_rl(copy.deepcopy(base), train, tok, RLConfig(seed=seed, eval_every=0), protocol.long_steps,
+                           plugins=[keep])
+        return dict(seed=seed, vocab=len(tok), params=count_parameters(base), run40=history[:protocol.short_steps],
+                    run80=history, heldout=diversity(keep.policy, base, heldout, tok, n=protocol.attempts))
 
 
 def mean(values):
     return sum(values) / len(values)
 
 
-# quantity, book, band (low, high; None = open), how to read it from one seed's measurements, printed format
+@dataclasses.dataclass(frozen=True)
+class RowSpec:
+    """One calibration quantity: the book's value, its band, and how to read it from one measurement."""
+    quantity: str
+    book: str
+    low: float  # None: no lower edge
+    high: float  # None: no upper edge
+    read: object  # one measurement (a seed's or a batch seed's) -> the value
+    fmt: str
+    source: str = 'seed'  # 'seed': over the GRPO seeds; 'batch': over the batch seeds
+    scale: float = None  # a one-sided band's width for the band distance (a two-sided band's is high - low)
+
+    @property
+    def width(self):
+        return self.scale if self.scale is not None else self.high - self.low
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """A quantity judged on measurements: its values (per seed or per batch seed), their mean, holds, distance."""
+    spec: RowSpec
+    values: tuple
+    mean: float
+    holds: bool
+    distance: float  # 0 inside the band, else the distance to its nearest edge over the band's width
+
+    @property
+    def quantity(self):
+        return self.spec.quantity
+
+
+def _entropy_late(history, first, last):
+    return mean([h['entropy'] for h in history[first:last]])
+
+
+# The rows of issue 11's table. The one-sided bands' widths (scale) were fixed with issue 17's search, before it ran.
 ROWS = [
-    ('vocabulary', '316', (280, 350), lambda m: m['vocab'], '{:.0f}'),
-    ('TinyAgent parameters', '157,244', (140_000, 175_000), lambda m: m['params'], '{:,.0f}'),
-    ('policy tokens per episode (RL base)', '12-14', (10, 16), lambda m: m['run40'][0]['policy_tokens'], '{:.1f}'),
-    ('RL base: reads per episode', '0.21-0.24', (0.15, 0.30), lambda m: m['run40'][0]['reads'], '{:.3f}'),
-    ('RL base: batch reward', '0.17', (0.12, 0.24), lambda m: m['run40'][0]['reward'], '{:.3f}'),
-    ('RL base: policy-token entropy', '0.52-0.57', (0.47, 0.62), lambda m: m['run40'][0]['entropy'], '{:.3f}'),
-    ('RL base batch of 10.6: A>0 policy tokens', '121', (90, 150), lambda m: m['push']['rewarded'], '{:.1f}'),
-    ('that batch: share of A>0 tokens with pi_old < 0.5', '14%', (0.08, 0.22),
-     lambda m: m['push']['rare'] / max(m['push']['rewarded'], 1), '{:.1%}'),
-    ('that batch, clip_high 0.2, lr 1e-3, 8 full-batch steps: last-step clip_frac', '0.114', (0.07, 0.17),
-     lambda m: m['push']['last_clip_frac'], '{:.3f}'),
-    ('that batch: entropy after minus before (not higher)', 'falls', (None, 0.0),
-     lambda m: m['push']['entropy_after'] - m['push']['entropy_before'], '{:+.3f}'),
-    ('none, 40 steps: batch reward at step 5', '0.22', (None, 0.32), lambda m: m['run40'][5]['reward'], '{:.3f}'),
-    ('none: batch reward at step 10', '0.41', (0.30, 0.52), lambda m: m['run40'][10]['reward'], '{:.3f}'),
-    ('none: batch reward at step 20', '0.72', (0.60, 0.82), lambda m: m['run40'][20]['reward'], '{:.3f}'),
-    ('none: batch reward at step 39', '0.86', (0.78, 0.94), lambda m: m['run40'][39]['reward'], '{:.3f}'),
-    ('none: policy-token entropy at step 10', '0.37', (0.30, 0.45), lambda m: m['run40'][10]['entropy'], '{:.3f}'),
-    ('none: policy-token entropy at step 20', '0.18', (0.13, 0.25), lambda m: m['run40'][20]['entropy'], '{:.3f}'),
-    ('none: policy-token entropy, mean of steps 35-39', '0.120', (0.08, 0.16),
-     lambda m: mean([h['entropy'] for h in m['run40'][35:40]]), '{:.3f}'),
-    ('none: reads per episode at step 39', '0.98', (0.90, None), lambda m: m['run40'][39]['reads'], '{:.3f}'),
-    ('none: share of tokens clipped over the run', '0.13%', (0.0005, 0.0030),
-     lambda m: mean([h['clip_frac'] for h in m['run40']]), '{:.2%}'),
-    ('none, held-out (16 attempts x 10 tasks): pass@1', '0.725', (0.62, 0.82), lambda m: m['heldout']['pass1'], '{:.3f}'),
-    ('none, held-out: pass@8', '0.800', (0.70, 0.90), lambda m: m['heldout']['pass8'], '{:.3f}'),
-    ('none, held-out: distinct action sequences', '4.3', (3.0, 6.0), lambda m: m['heldout']['distinct'], '{:.2f}'),
-    ('none, held-out: invalid calls per episode', '0.04', (None, 0.10), lambda m: m['heldout']['invalid'], '{:.3f}'),
-    ('none, held-out: KL from start', '0.237', (0.16, 0.32), lambda m: m['heldout']['kl_start'], '{:.3f}'),
-    ('none, 80 steps: final entropy (mean of steps 75-79)', '0.08', (0.05, 0.11),
-     lambda m: mean([h['entropy'] for h in m['run80'][75:80]]), '{:.3f}'),
-    ('none: 80-step final entropy minus the 40-step one (below)', '-0.04', (None, -1e-9),
-     lambda m: mean([h['entropy'] for h in m['run80'][75:80]]) - mean([h['entropy'] for h in m['run40'][35:40]]),
-     '{:+.3f}'),
+    RowSpec('vocabulary', '316', 280, 350, lambda m: m['vocab'], '{:.0f}'),
+    RowSpec('TinyAgent parameters', '157,244', 140_000, 175_000, lambda m: m['params'], '{:,.0f}'),
+    RowSpec('policy tokens per episode (RL base)', '12-14', 10, 16, lambda m: m['run40'][0]['policy_tokens'], '{:.1f}'),
+    RowSpec('RL base: reads per episode', '0.21-0.24', 0.15, 0.30, lambda m: m['run40'][0]['reads'], '{:.3f}'),
+    RowSpec('RL base: batch reward', '0.17', 0.12, 0.24, lambda m: m['run40'][0]['reward'], '{:.3f}'),
+    RowSpec('RL base: policy-token entropy', '0.52-0.57', 0.47, 0.62, lambda m: m['run40'][0]['entropy'], '{:.3f}'),
+    RowSpec('RL base batch of 10.6: A>0 policy tokens', '121', 90, 150, lambda m: m['rewarded'], '{:.1f}', 'batch'),
+    RowSpec('that batch: share of A>0 tokens with pi_old < 0.5', '14%', 0.08, 0.22,
+            lambda m: m['rare'] / max(m['rewarded'], 1), '{:.1%}', 'batch'),
+    RowSpec('that batch, clip_high 0.2, lr 1e-3, 8 full-batch steps: last-step clip_frac', '0.114', 0.07, 0.17,
+            lambda m: m['last_clip_frac'], '{:.3f}', 'batch'),
+    RowSpec('that batch: entropy after minus before (not higher)', 'falls', None, 0.0,
+            lambda m: m['entropy_after'] - m['entropy_before'], '{:+.3f}', 'batch', scale=0.1),
+    RowSpec('none, 40 steps: batch reward at step 5', '0.22', None, 0.32, lambda m: m['run40'][5]['reward'], '{:.3f}',
+            scale=0.2),
+    RowSpec('none: batch reward at step 10', '0.41', 0.30, 0.52, lambda m: m['run40'][10]['reward'], '{:.3f}'),
+    RowSpec('none: batch reward at step 20', '0.72', 0.60, 0.82, lambda m: m['run40'][20]['reward'], '{:.3f}'),
+    RowSpec('none: batch reward at step 39', '0.86', 0.78, 0.94, lambda m: m['run40'][39]['reward'], '{:.3f}'),
+    RowSpec('none: policy-token entropy at step 10', '0.37', 0.30, 0.45, lambda m: m['run40'][10]['entropy'], '{:.3f}'),
+    RowSpec('none: policy-token entropy at step 20', '0.18', 0.13, 0.25, lambda m: m['run40'][20]['entropy'], '{:.3f}'),
+    RowSpec('none: policy-token entropy, mean of steps 35-39', '0.120', 0.08, 0.16,
+            lambda m: _entropy_late(m['run40'], 35, 40), '{:.3f}'),
+    RowSpec('none: reads per episode at step 39', '0.98', 0.90, None, lambda m: m['run40'][39]['reads'], '{:.3f}',
+            scale=0.1),
+    RowSpec('none: share of tokens clipped over the run', '0.13%', 0.0005, 0.0030,
+            lambda m: mean([h['clip_frac'] for h in m['run40']]), '{:.2%}'),
+    RowSpec('none, held-out (16 attempts x 10 tasks): pass@1', '0.725', 0.62, 0.82, lambda m: m['heldout']['pass1'],
+            '{:.3f}'),
+    RowSpec('none, held-out: pass@8', '0.800', 0.70, 0.90, lambda m: m['heldout']['pass8'], '{:.3f}'),
+    RowSpec('none, held-out: distinct action sequences', '4.3', 3.0, 6.0, lambda m: m['heldout']['distinct'], '{:.2f}'),
+    RowSpec('none, held-out: invalid calls per episode', '0.04', None, 0.10, lambda m: m['heldout']['invalid'],
+            '{:.3f}', scale=0.1),
+    RowSpec('none, held-out: KL from start', '0.237', 0.16, 0.32, lambda m: m['heldout']['kl_start'], '{:.3f}'),
+    RowSpec('none, 80 steps: final entropy (mean of steps 75-79)', '0.08', 0.05, 0.11,
+            lambda m: _entropy_late(m['run80'], 75, 80), '{:.3f}'),
+    RowSpec('none: 80-step final entropy minus the 40-step one (below)', '-0.04', None, -1e-9,
+            lambda m: _entropy_late(m['run80'], 75, 80) - _entropy_late(m['run40'], 35, 40), '{:+.3f}', scale=0.04),
 ]
 
 
-def band_text(low, high, fmt):
+def judge_row(spec, values):
+    """The Row of `spec` on these values: their mean against the band."""
+    average = mean(values)
+    below = spec.low is not None and average < spec.low
+    above = spec.high is not None and average > spec.high
+    gap = (spec.low - average) if below else (average - spec.high) if above else 0.0
+    return Row(spec, tuple(values), average, not (below or above), gap / spec.width)
+
+
+def judge(seed_measurements, batch_measurements):
+    """The 26 rows (in ROWS order) on one or more seeds' measurements and one or more batch seeds' pushes."""
+    if not seed_measurements or not batch_measurements:
+        raise ValueError('judge needs at least one seed measurement and one batch measurement')
+    sources = dict(seed=seed_measurements, batch=batch_measurements)
+    return [judge_row(spec, [spec.read(m) for m in sources[spec.source]]) for spec in ROWS]
+
+
+def band_distance(rows):
+    """Sum over rows of each row's distance to its band (0 inside), in band widths."""
+    return sum(row.distance for row in rows)
+
+
+def rows_held(rows):
+    return sum(row.holds for row in rows)
+
+
+def band_text(spec):
+    low, high, fmt = spec.low, spec.high, spec.fmt
     if low is None:
         return f'<= {fmt.format(high)}' if high != -1e-9 else '< 0'
     if high is None:
@@ -160,50 +243,73 @@ def band_text(low, high, fmt):
     return f'{fmt.format(low)}-{fmt.format(high)}'
 
 
-def table(measurements):
-    """[(quantity, book, band, ours, holds)] from the seeds' measurements; ours = mean (then each seed)."""
-    rows = []
-    for quantity, book, (low, high), read, fmt in ROWS:
-        values = [read(m) for m in measurements]
-        average = mean(values)
-        holds = (low is None or average >= low) and (high is None or average <= high)
-        ours = f'{fmt.format(average)} ({", ".join(fmt.format(v) for v in values)})'
-        rows.append((quantity, book, band_text(low, high, fmt), ours, holds))
-    return rows
-
-
-def print_table(rows, seeds):
-    print(f'| quantity | book | band (mean over seeds {", ".join(map(str, seeds))}) | ours: mean (per seed) | holds |')
+def print_table(rows, protocol):
+    """The table in issue 11's layout: quantity, book, band, ours (mean, then each seed), holds."""
+    seeds, batch_seeds = ', '.join(map(str, protocol.seeds)), f'{protocol.batch_seeds[0]}-{protocol.batch_seeds[-1]}'
+    print(f'| quantity | book | band (mean over seeds {seeds}; 10.6 batch rows over batch seeds {batch_seeds}) '
+          '| ours: mean (per seed) | holds |')
     print('|---|---|---|---|---|')
-    for quantity, book, band, ours, holds in rows:
-        print(f'| {quantity} | {book} | {band} | {ours} | {"yes" if holds else "NO"} |')
-    print(f'\n{sum(r[-1] for r in rows)} of {len(rows)} rows hold')
+    for row in rows:
+        fmt = row.spec.fmt
+        ours = f'{fmt.format(row.mean)} ({", ".join(fmt.format(v) for v in row.values)})'
+        print(f'| {row.quantity} | {row.spec.book} | {band_text(row.spec)} | {ours} | {"yes" if row.holds else "NO"} |')
+    print(f'\n{rows_held(rows)} of {len(rows)} rows hold (band distance {band_distance(rows):.2f})')
+
+
+def _job(args):
+    kind, config, value, protocol = args
+    return measure_seed(config, value, protocol) if kind == 'seed' else measure_batch(config, value)
+
+
+def measure(config, protocol=SEARCH, processes=2):
+    """(seed measurements, batch measurements) of `config` under `protocol`, in `processes` worker processes."""
+    prepare(config)  # builds the RL base once, before the workers load it from the cache
+    jobs = [('seed', config, s, protocol) for s in protocol.seeds]
+    jobs += [('batch', config, s, protocol) for s in protocol.batch_seeds]
+    if processes > 1:
+        with concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context('spawn')) as pool:
+            results = list(pool.map(_job, jobs))
+    else:
+        results = [_job(job) for job in jobs]
+    return results[:len(protocol.seeds)], results[len(protocol.seeds):]
+
+
+def chosen_config(candidate, config_json):
+    """The configuration --candidate or --config names (default: the package's DEFAULT)."""
+    if candidate and config_json:
+        raise ValueError('give --candidate or --config, not both')
+    if candidate:
+        if candidate not in CANDIDATES:
+            raise ValueError(f'--candidate {candidate!r} is not a named configuration; named: {sorted(CANDIDATES)}')
+        return CANDIDATES[candidate]
+    if config_json:
+        return SubstrateConfig.from_description(json.loads(config_json))
+    return DEFAULT
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--variant', default='', help='JSON overrides of rl / sft / model defaults (a candidate)')
-    parser.add_argument('--seeds', default=','.join(map(str, SEEDS)), help='comma-separated seeds (default 0,1,2)')
+    parser.add_argument('--candidate', help=f'a named configuration: {", ".join(sorted(CANDIDATES))}')
+    parser.add_argument('--config', help='a SubstrateConfig description as JSON (SubstrateConfig.describe())')
+    parser.add_argument('--protocol', choices=('search', 'confirmation'), default='search',
+                        help='seeds 0-4 and batch seeds 0-9 (search) or seeds 5-9 and batch seeds 10-19')
     parser.add_argument('--processes', type=int, default=2)
     parser.add_argument('--json', help='also write the raw measurements here')
     args = parser.parse_args(argv)
-    variant = Variant.from_json(args.variant)
-    seeds = [int(s) for s in args.seeds.split(',')]
-    setup(variant)  # builds the RL base once, before the workers load it from the cache
-    jobs = [(variant, seed) for seed in seeds]
-    if args.processes > 1:
-        with concurrent.futures.ProcessPoolExecutor(args.processes, mp_context=multiprocessing.get_context('spawn')) as pool:
-            measurements = list(pool.map(measure_seed, jobs))
-    else:
-        measurements = [measure_seed(job) for job in jobs]
-    if args.variant:
-        print(f'variant: {args.variant}\n')
-    rows = table(measurements)
-    print_table(rows, seeds)
+    try:
+        config = chosen_config(args.candidate, args.config)
+    except ValueError as error:
+        parser.error(str(error))
+    protocol = SEARCH if args.protocol == 'search' else CONFIRMATION
+    seeds, batches = measure(config, protocol, args.processes)
+    if config != DEFAULT:
+        print(f'configuration: {json.dumps(config.describe(), sort_keys=True)}\n')
+    rows = judge(seeds, batches)
+    print_table(rows, protocol)
     if args.json:
         with open(args.json, 'w') as file:
-            json.dump(measurements, file)
-    return 0 if all(row[-1] for row in rows) else 1
+            json.dump(dict(config=config.describe(), seeds=seeds, batches=batches), file)
+    return 0 if all(row.holds for row in rows) else 1
 
 
 if __name__ == '__main__':

@@ -18,6 +18,7 @@ from agentrl.core.logprobs import masked_mean, selected_log_probs
 from agentrl.cpu import fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import runs_dir
+from agentrl.substrate.config import active
 from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig
 from agentrl.substrate.gym import make_tasks
 from agentrl.substrate.sft import make_rl_base
@@ -159,7 +160,8 @@ def provenance(spec):
     """Everything that determines a run's result (the spec, the code, the RL base weights, torch's version and the
     CPU kernels it computes with), as JSON."""
     return json.loads(json.dumps(dict(format=RUN_FORMAT, spec=spec.describe(), code=code_fingerprint(),
-                                      rl_base=rl_base_fingerprint(), torch=str(torch.__version__),
+                                      substrate=active().key(), rl_base=rl_base_fingerprint(),
+                                      torch=str(torch.__version__),
                                       kernels=kernel_choice())))
 
 

@@ -15,6 +15,7 @@ from agentrl.cpu import fixed_threads
 from agentrl.core.kl import KL_KINDS, check_kl_kind, kl_penalty
 from agentrl.core.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs
 from agentrl.progress import progress
+from agentrl.substrate.config import active
 from agentrl.substrate.gym import make_env, make_tasks
 from agentrl.substrate.rollout import behavior_stats, collate, sample_groups, sample_step
 
@@ -28,7 +29,8 @@ MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
 class RLConfig:
     """GRPO settings (the book's defaults); bad values raise ValueError naming the field and its allowed range."""
     seed: int = 0  # seeds torch's global RNG and the training generator (task draws, sampling, minibatches)
-    lr: float = 5e-4  # Adam learning rate, > 0
+    lr: float = dataclasses.field(default_factory=lambda: active().rl_lr)  # Adam learning rate, > 0 (default: the
+    #                                                                    active substrate's, 5e-4 for today's)
     epochs: int = 1  # passes over each step's batch, >= 1
     minibatches: int = 2  # minibatches per pass (one optimizer step each), >= 1
     temperature: float = 1.0  # sampling temperature; training log-probs use logits / temperature too; in [0.01, 100]
@@ -41,10 +43,12 @@ class RLConfig:
     tasks_per_step: int = 8  # tasks drawn per step (8 x 8 = 64 episodes), >= 1
     max_redraws: int = 3  # extra task draws when no group of a step has a reward spread, >= 0
     max_turns: int = 6  # tool calls per episode before the episode is cut, >= 1
-    max_call_words: int = 6  # words per tool call including ';', >= 2
+    max_call_words: int = None  # words per tool call including ';', >= 2 (None: the grammar's limit, 6 for the short)
     eval_every: int = 20  # held-out evaluation after every this many steps, >= 0 (0 = never)
     eval_group_size: int = 16  # attempts per held-out task in that evaluation, >= 1
     eval_seed: int = 0  # seed of the evaluation's own generator (the training streams are not touched)
+    turn_cost: float = dataclasses.field(default_factory=lambda: active().turn_cost)  # advantage units per turn above
+    #   the group's mean, in groups with a reward spread, >= 0 (default: the active substrate's, 0 for today's)
 
     def __post_init__(self):
         def check(name, ok, allowed):
@@ -52,9 +56,11 @@ class RLConfig:
                 raise ValueError(f'RLConfig.{name} must be {allowed}, got {getattr(self, name)!r}')
 
         for name in ('seed', 'epochs', 'minibatches', 'group_size', 'tasks_per_step', 'max_redraws', 'max_turns',
-                     'max_call_words', 'eval_every', 'eval_group_size', 'eval_seed'):
+                     'eval_every', 'eval_group_size', 'eval_seed'):
             check(name, isinstance(getattr(self, name), int) and not isinstance(getattr(self, name), bool), 'an int')
-        for name in ('lr', 'temperature', 'kl_coef', 'clip_low', 'clip_high', 'max_grad_norm'):
+        check('max_call_words', self.max_call_words is None or isinstance(self.max_call_words, int)
+              and not isinstance(self.max_call_words, bool), 'an int or None')
+        for name in ('lr', 'temperature', 'kl_coef', 'clip_low', 'clip_high', 'max_grad_norm', 'turn_cost'):
             value = getattr(self, name)
             check(name, isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
                   and abs(value) != float('inf'), 'a finite number')
@@ -77,7 +83,8 @@ class RLConfig:
         check('tasks_per_step', self.tasks_per_step >= 1, '>= 1')
         check('max_redraws', self.max_redraws >= 0, '>= 0')
         check('max_turns', self.max_turns >= 1, '>= 1')
-        check('max_call_words', self.max_call_words >= 2, '>= 2')
+        check('max_call_words', self.max_call_words is None or self.max_call_words >= 2, '>= 2')
+        check('turn_cost', self.turn_cost >= 0, '>= 0')
         check('eval_every', self.eval_every >= 0, '>= 0')
         check('eval_group_size', self.eval_group_size >= 1, '>= 1')
 
@@ -154,7 +161,9 @@ class ReferenceKL(Plugin):
 def compute_advantages(batch, cfg):
     """GRPO advantages [B]: each reward minus its group's mean, over the group's std; 0 for groups of equal rewards.
 
-    Groups are cfg.group_size contiguous rows of batch['rewards'] [B].
+    Groups are cfg.group_size contiguous rows of batch['rewards'] [B]. With cfg.turn_cost > 0, an episode of a
+    group whose rewards differ also pays cfg.turn_cost per turn above its group's mean (batch['n_turns'] [B]),
+    and gains as much per turn below it: a read costs a turn, so it has to earn its keep.
     """
     rewards = batch['rewards']
     if len(rewards) % cfg.group_size:
@@ -163,7 +172,14 @@ def compute_advantages(batch, cfg):
         return rewards.clone()
     grouped = rewards.view(-1, cfg.group_size)  # [G, group_size]
     centered = grouped - grouped.mean(dim=1, keepdim=True)
-    return (centered / (grouped.std(dim=1, keepdim=True) + 1e-6)).view(-1)  # [B]
+    advantages = centered / (grouped.std(dim=1, keepdim=True) + 1e-6)  # [G, group_size]
+    if cfg.turn_cost:
+        if 'n_turns' not in batch:
+            raise ValueError("cfg.turn_cost > 0 needs batch['n_turns'] (turns per episode [B]; collate sets it)")
+        turns = batch['n_turns'].to(rewards.dtype).view(-1, cfg.group_size)  # [G, group_size]
+        spread = (grouped != grouped[:, :1]).any(dim=1, keepdim=True)  # [G, 1]: the group carries a reward signal
+        advantages = advantages - spread * cfg.turn_cost * (turns - turns.mean(dim=1, keepdim=True))
+    return advantages.view(-1)  # [B]
 
 
 def policy_loss(logp, old_logp, advantages, mask, cfg, plugins=()):

@@ -8,6 +8,9 @@ the agent, each ending with ``;``:
     edit L4 < > ;     replace the first '<' on line 4 by '>' (one edit per episode)
     submit ;          run the hidden tests on the edited function; the episode ends
 
+That is the short grammar; the long one spells the same calls out (``read L2 to L5 ;``,
+``edit L4 replace < with > ;``): more words per call, and more of them forced by the grammar.
+
 Reward is 1 if the agent submitted and the edited function passes every hidden test, else 0. Any
 bad call (unknown tool, malformed arguments, a line that does not exist, reading past the end, a
 second edit, a call that never ends) is answered with an ``error`` observation and counted in
@@ -27,8 +30,10 @@ The hidden tests run the agent's code in a separate worker process under time, m
 import dataclasses
 import random
 
+from agentrl.substrate import task_families
+from agentrl.substrate.config import active
 from agentrl.substrate.sandbox import SAFE_BUILTINS, Sandbox, call_with_line_budget
-from agentrl.substrate.task_families import FAMILY_TABLE, source_lines
+from agentrl.substrate.task_families import source_lines
 
 END = ';'  # ends every tool call
 TOOLS = ('read', 'edit', 'submit')
@@ -47,6 +52,48 @@ PYTHON_WORDS = PYTHON_KEYWORDS + tuple('0123456789') + (
     '+', '-', '*', '/', '//', '%', '**', '==', '!=', '<', '<=', '>', '>=', '=', '(', ')', '[', ']', ',', ':', '.')
 N_HIDDEN_TESTS = 12
 HELDOUT_SIZE = 10
+
+
+@dataclasses.dataclass(frozen=True)
+class Grammar:
+    """How the read and edit calls are spelled: a pattern of slots per tool ('L' a line label, 'W' any word,
+    anything else a word the grammar forces)."""
+    name: str
+    read: tuple  # the arguments of read: first and last line
+    edit: tuple  # the arguments of edit: line, the word replaced, its replacement
+
+    @property
+    def words(self):
+        """The words this grammar forces (they join the vocabulary)."""
+        return tuple(slot for slot in self.read + self.edit if slot not in ('L', 'W'))
+
+    @property
+    def max_call_words(self):
+        """The default limit on a call's words (';' included): one more than its longest call."""
+        return 1 + max(len(self.read), len(self.edit)) + 1 + 1
+
+    def spell(self, tool, *values):
+        """The words of a call with these slot values, e.g. spell('read', 'L2', 'L5') -> 'read L2 to L5'."""
+        values = iter(values)
+        pattern = self.read if tool == 'read' else self.edit
+        return ' '.join([tool] + [next(values) if slot in ('L', 'W') else slot for slot in pattern])
+
+    def parse(self, tool, args):
+        """The slot values of a read or edit call's arguments, or None if they do not fit its pattern."""
+        pattern = self.read if tool == 'read' else self.edit
+        if len(args) != len(pattern):
+            return None
+        values = []
+        for slot, word in zip(pattern, args):
+            if slot == 'L' and _label(word) is None or slot not in ('L', 'W') and word != slot:
+                return None
+            if slot in ('L', 'W'):
+                values.append(word)
+        return values
+
+
+GRAMMARS = {'short': Grammar('short', read=('L', 'L'), edit=('L', 'W', 'W')),
+            'long': Grammar('long', read=('L', 'to', 'L'), edit=('L', 'replace', 'W', 'with', 'W'))}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,6 +118,8 @@ class Task:
     right: str
     tests: tuple  # ((args, expected), ...) hidden tests, from the correct source
     sites: tuple  # (line, wrong, right) of the family's bugs in the training split: a blind agent's guesses
+    grammar: str = 'short'  # how calls are spelled in its episodes (a key of GRAMMARS)
+    offset_cap: int = MAX_LINES  # at most this many blank lines before the function
 
     @property
     def source(self):
@@ -80,11 +129,16 @@ class Task:
     @property
     def max_offset(self):
         """The function may start after up to this many blank lines of its file (it must end by L12)."""
-        return MAX_LINES - len(self.lines)
+        return min(MAX_LINES - len(self.lines), self.offset_cap)
+
+    @property
+    def calls(self):
+        """The Grammar its episodes are spelled in."""
+        return GRAMMARS[self.grammar]
 
     def fix(self, offset=0):
         """The edit call that repairs the bug when the function starts after `offset` blank lines, e.g. 'edit L4 < >'."""
-        return f'edit L{offset + self.bug_line} {self.wrong} {self.right}'
+        return self.calls.spell('edit', f'L{offset + self.bug_line}', self.wrong, self.right)
 
     def prompt(self, offset=0):
         """The episode's opening words: header, what the function should compute, where it is; no hint of the bug."""
@@ -134,13 +188,20 @@ def passes_hidden_tests(task, lines):
     return hidden_test_outcome(task, lines) == 'pass'
 
 
-def _make_families():
-    families = []
-    for index, (description, text, make_args) in enumerate(FAMILY_TABLE):
+def family_table(families):
+    """The (description, source, input draw) entries of a family set: 'base' or 'extended' (15 more after them)."""
+    if families == 'base':
+        return task_families.FAMILY_TABLE
+    return task_families.FAMILY_TABLE + task_families.EXTRA_FAMILY_TABLE
+
+
+def _make_families(families='base'):
+    families_out = []
+    for index, (description, text, make_args) in enumerate(family_table(families)):
         name = f'f{index:02d}'
         lines = tuple(line.replace('def F (', f'def {name} (') for line in source_lines(text))
-        families.append(Family(name, description, lines, make_args))
-    return families
+        families_out.append(Family(name, description, lines, make_args))
+    return families_out
 
 
 def _hidden_tests(family):
@@ -174,8 +235,12 @@ def _family_tasks(family):
     return [dataclasses.replace(t, sites=site_list) for t in tasks]
 
 
-def _split(tasks):
-    """Deterministic held-out choice: one bug in each of HELDOUT_SIZE families, its kind of bug shown elsewhere."""
+def _split(tasks, rule='any_line'):
+    """Deterministic held-out choice: one bug in each of HELDOUT_SIZE families, its kind of bug shown elsewhere.
+
+    rule 'any_line': any bug of the family; 'fresh_line': only a bug alone on its line, so that no training bug of
+    the family sits there (a blind guess among the family's training bugs never fixes it).
+    """
     rng = random.Random('heldout split')
     by_family = {}
     for task in tasks:
@@ -187,7 +252,14 @@ def _split(tasks):
         if len(heldout) == HELDOUT_SIZE:
             break
         group = by_family[name]
+        if rule == 'fresh_line':
+            group = [t for t in group if sum(u.bug_line == t.bug_line for u in by_family[name]) == 1]
+            if not group:
+                continue
         heldout.append(group[rng.randrange(len(group))])
+    if len(heldout) < HELDOUT_SIZE:
+        raise ValueError(f'the {rule!r} held-out rule finds only {len(heldout)} of {HELDOUT_SIZE} families with a bug '
+                         'it may hold out')
     held = {t.task_id for t in heldout}
     train = [t for t in tasks if t.task_id not in held]
     for t in heldout:  # each held-out bug must be of a kind (wrong token) the training split shows
@@ -195,36 +267,44 @@ def _split(tasks):
     return train, sorted(heldout, key=lambda t: t.task_id)
 
 
-def _all_tasks():
-    """Build every task once: {'all', 'train', 'heldout'} -> tuples of tasks."""
-    if not _TASKS:
-        tasks = [task for family in _make_families() for task in _family_tasks(family)]
-        train, heldout = _split(tasks)
+def _all_tasks(families, heldout_rule, grammar, max_offset):
+    """Build every task of these choices once: {'all', 'train', 'heldout'} -> tuples of tasks."""
+    key = (families, heldout_rule, grammar, max_offset)
+    if key not in _TASKS:
+        tasks = [task for family in _make_families(families) for task in _family_tasks(family)]
+        train, heldout = _split(tasks, heldout_rule)
         # what a blind agent may guess: the family's bugs that the training split shows
         shown = {}
         for task in train:
             shown.setdefault(task.family, []).append((task.bug_line, task.wrong, task.right))
-        train, heldout = ([dataclasses.replace(t, sites=tuple(shown[t.family])) for t in split] for split in (train, heldout))
-        _TASKS.update(train=tuple(train), heldout=tuple(heldout))
-        _TASKS['all'] = tuple(sorted(train + heldout, key=lambda t: t.task_id))
-    return _TASKS
+        train, heldout = ([dataclasses.replace(t, sites=tuple(shown[t.family]), grammar=grammar, offset_cap=max_offset)
+                           for t in split] for split in (train, heldout))
+        _TASKS[key] = dict(train=tuple(train), heldout=tuple(heldout),
+                           all=tuple(sorted(train + heldout, key=lambda t: t.task_id)))
+    return _TASKS[key]
 
 
-_TASKS = {}
+_TASKS = {}  # (families, held-out rule, grammar, max offset) -> the splits
 SPLITS = ('all', 'train', 'heldout')
 
 
-def make_tasks(split='all'):
-    """Deterministic list of Task objects: 'all', 'train', or 'heldout' (exactly 10, disjoint from 'train')."""
+def make_tasks(split='all', substrate=None):
+    """Deterministic list of Task objects: 'all', 'train', or 'heldout' (exactly 10, disjoint from 'train').
+
+    The tasks of `substrate` (a SubstrateConfig; default: the active one, agentrl.substrate.config.active()).
+    """
     if split not in SPLITS:
         raise ValueError(f'unknown split {split!r}; valid splits: {", ".join(map(repr, SPLITS))}')
-    return list(_all_tasks()[split])
+    config = active() if substrate is None else substrate
+    return list(_all_tasks(config.families, config.heldout, config.grammar, config.max_offset)[split])
 
 
 def vocabulary_words(tasks):
     """Every word an episode on these tasks can contain: specials, tool syntax, messages, line labels, code."""
     words = list(SPECIAL_WORDS) + [END, *TOOLS] + list(MESSAGE_WORDS) + list(LINE_LABELS)
     words += list(PYTHON_WORDS) + list(SAFE_BUILTINS)  # an edit may write any keyword, digit, operator, builtin
+    for grammar in dict.fromkeys(task.grammar for task in tasks):
+        words += GRAMMARS[grammar].words  # the words a long call forces ('to', 'replace', 'with')
     for task in tasks:
         for line in task.lines:
             words += line.split()
@@ -250,11 +330,19 @@ def _obs(*words):
 class Env:
     """One episode on one task: reset(task) -> prompt words; step(call) -> (observation words, done)."""
 
-    def __init__(self, max_turns=6, max_call_words=6):
-        if max_turns < 1 or max_call_words < 2:
-            raise ValueError(f'max_turns must be >= 1 and max_call_words >= 2, got {max_turns}, {max_call_words}')
-        self.max_turns, self.max_call_words = max_turns, max_call_words
+    def __init__(self, max_turns=6, max_call_words=None):
+        if max_turns < 1 or max_call_words is not None and max_call_words < 2:
+            raise ValueError(f'max_turns must be >= 1 and max_call_words >= 2 (or None: the grammar\'s limit), got '
+                             f'{max_turns}, {max_call_words}')
+        self.max_turns, self.call_limit = max_turns, max_call_words
         self.task = None
+
+    @property
+    def max_call_words(self):
+        """Words a call may have (';' included): as set, or the task's grammar's limit (6 for the short one)."""
+        if self.call_limit is not None:
+            return self.call_limit
+        return (self.task.calls if self.task is not None else GRAMMARS['short']).max_call_words
 
     def reset(self, task, offset=0):
         """Start an episode on task, its function after `offset` blank lines of the file -> the prompt words.
@@ -321,9 +409,10 @@ class Env:
             self.info['reward'] = float(self.info['hidden_pass'])
             return []
         if tool == 'read':
-            if len(args) != 2 or _label(args[0]) is None or _label(args[1]) is None or _label(args[0]) > _label(args[1]):
+            labels = self.task.calls.parse('read', args)
+            if labels is None or _label(labels[0]) > _label(labels[1]):
                 return self._invalid('bad', 'arguments')
-            first, last = _label(args[0]), _label(args[1])
+            first, last = _label(labels[0]), _label(labels[1])
             if last > n_lines:
                 return self._invalid('past', 'the', 'end', LINE_LABELS[n_lines - 1])
             self.info['reads'] += 1
@@ -332,21 +421,23 @@ class Env:
                 shown += [LINE_LABELS[number - 1], *self.lines[number - 1].split()]  # a blank line shows its label only
             return _obs(*shown)
         # tool == 'edit'
-        if len(args) != 3 or _label(args[0]) is None:
+        slots = self.task.calls.parse('edit', args)
+        if slots is None:
             return self._invalid('bad', 'arguments')
-        number, old, new = _label(args[0]), args[1], args[2]
+        label, old, new = slots
+        number = _label(label)
         if number > n_lines:
-            return self._invalid('no', 'line', args[0])
+            return self._invalid('no', 'line', label)
         if self.info['edited']:
             return self._invalid('already', 'edited')
         self.info['edited'] = True  # the one edit is used, whether or not `old` occurs on the line
         line = self.lines[number - 1]
         words = line.split()
         if old not in words:
-            return _obs('no', 'match', 'on', args[0])
+            return _obs('no', 'match', 'on', label)
         words[words.index(old)] = new
         self.lines[number - 1] = line[:len(line) - len(line.lstrip())] + ' '.join(words)
-        return _obs('ok', args[0])
+        return _obs('ok', label)
 
 
 def make_env(cfg=None):

@@ -21,11 +21,16 @@ class ModelConfig:
     n_layer: int = 2
     n_head: int = 4  # H; width must be divisible by it
     mlp_ratio: int = 4  # hidden width of each MLP = mlp_ratio * width
+    init_std: float = 0.02  # std of the normal initialisation (GPT-2's; residual projections / sqrt(2 n_layer))
+    logit_scale: float = 1.0  # the head's output is multiplied by this (parameter-free: a softmax temperature)
 
     def __post_init__(self):
         for name in ('vocab_size', 'context', 'width', 'n_layer', 'n_head', 'mlp_ratio'):
             if getattr(self, name) < 1:
                 raise ValueError(f'ModelConfig.{name} must be >= 1, got {getattr(self, name)}')
+        for name in ('init_std', 'logit_scale'):
+            if not getattr(self, name) > 0:
+                raise ValueError(f'ModelConfig.{name} must be > 0, got {getattr(self, name)}')
         if self.width % self.n_head:
             raise ValueError(f'ModelConfig.width ({self.width}) must be divisible by n_head ({self.n_head})')
 
@@ -101,19 +106,23 @@ class TinyAgent(nn.Module):
         self.head = nn.Linear(cfg.width, cfg.vocab_size)
         self.apply(self._init_weights)
         for block in self.blocks:  # GPT-2: scale the residual projections by depth
-            nn.init.normal_(block.attn.proj.weight, std=0.02 / math.sqrt(2 * cfg.n_layer))
-            nn.init.normal_(block.mlp[2].weight, std=0.02 / math.sqrt(2 * cfg.n_layer))
+            nn.init.normal_(block.attn.proj.weight, std=cfg.init_std / math.sqrt(2 * cfg.n_layer))
+            nn.init.normal_(block.mlp[2].weight, std=cfg.init_std / math.sqrt(2 * cfg.n_layer))
 
-    @staticmethod
-    def _init_weights(module):
+    def _init_weights(self, module):
         if isinstance(module, (nn.Linear, nn.Embedding)):
-            nn.init.normal_(module.weight, std=0.02)
+            nn.init.normal_(module.weight, std=self.cfg.init_std)
         if isinstance(module, nn.Linear):
             nn.init.zeros_(module.bias)
 
     def forward(self, ids):
         """ids [B, T] (T <= context) -> logits [B, T, V]; logits[:, t] scores the token at t + 1."""
-        return self.head(self.features(ids))  # [B, T, V]
+        return self.logits(self.features(ids))  # [B, T, V]
+
+    def logits(self, features):
+        """Normalised hidden states [..., C] -> logits [..., V] (the head, times cfg.logit_scale)."""
+        out = self.head(features)
+        return out if self.cfg.logit_scale == 1.0 else out * self.cfg.logit_scale
 
     def features(self, ids):
         """ids [B, T] -> the normalised last hidden states [B, T, C] that the head turns into logits."""
@@ -131,7 +140,7 @@ class TinyAgent(nn.Module):
         x = self.tok_emb(ids) + self.pos_emb.weight[:P]  # [B, P, C]
         for block, block_cache in zip(self.blocks, cache):
             x = block(x, block_cache)  # [B, P, C]
-        return self.head(self.norm(x[:, -1]))  # [B, V]
+        return self.logits(self.norm(x[:, -1]))  # [B, V]
 
     def new_cache(self, batch_size):
         """Key/value caches for prefill and decode_step: one (keys, values) pair [B, H, context, D] per block.
@@ -150,7 +159,7 @@ class TinyAgent(nn.Module):
         x = self.tok_emb(ids[:, None]) + self.pos_emb.weight[t]  # [B, 1, C]
         for block, block_cache in zip(self.blocks, cache):
             x = block.decode(x, block_cache, t)  # [B, 1, C]
-        return self.head(self.norm(x))[:, 0]  # [B, V]
+        return self.logits(self.norm(x))[:, 0]  # [B, V]
 
 
 def count_parameters(model):

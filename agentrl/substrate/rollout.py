@@ -163,7 +163,7 @@ def behavior_stats(trajs):
 
 
 def collate(trajs, pad_id):
-    """Trajectories -> dict: ids [B, T] (right-padded), action_mask [B, T-1], sample_logp [B, T-1], rewards [B].
+    """Trajectories -> dict: ids [B, T] (right-padded), action_mask [B, T-1], sample_logp [B, T-1], rewards [B], n_turns [B].
 
     action_mask[b, t] = 1 where token t + 1 was written by the policy; sample_logp holds the sampler's
     log-prob of that token (0 off the mask).
@@ -179,4 +179,5 @@ def collate(trajs, pad_id):
         action_mask[b, :L - 1] = torch.tensor(traj.policy[1:], dtype=torch.float)
         sample_logp[b, :L - 1] = torch.tensor(traj.logps[1:])
     rewards = torch.tensor([t.reward for t in trajs], dtype=torch.float)
-    return dict(ids=ids, action_mask=action_mask, sample_logp=sample_logp, rewards=rewards)
+    n_turns = torch.tensor([t.info['n_turns'] for t in trajs], dtype=torch.long)
+    return dict(ids=ids, action_mask=action_mask, sample_logp=sample_logp, rewards=rewards, n_turns=n_turns)

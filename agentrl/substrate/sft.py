@@ -28,25 +28,44 @@ from agentrl.verified_cache import load_verified, save_verified
 
 
 
-def _slip(task, offset, rng):
-    """A bad call the scripted agent sometimes makes: past the end, missing argument, no such line, unknown tool."""
+def _slip(task, offset, rng, kind='mixed'):
+    """A bad call the scripted agent sometimes makes, in its task's grammar.
+
+    kind 'mixed': a missing argument, an argument after submit, the tool named after its line, reading or editing
+    past the end. kind 'choice': only calls whose every word the grammar allows there, with a wrong line label
+    (reading or editing past the end, reading a range backwards), so no word the grammar forces loses certainty.
+    """
     end = offset + len(task.lines)
     line, wrong, right = task.sites[rng.randrange(len(task.sites))]
-    slips = [f'read L{rng.randint(1, end)}', f'edit L{offset + line} {wrong}', f'submit L{end}',
-             f'L{offset + line} edit {wrong} {right}']
+    calls = task.calls
+    past_end = [calls.spell('read', f'L{offset + 1}', f'L{end + 1}'), calls.spell('edit', f'L{end + 1}', wrong, right)]
+    if kind == 'choice':
+        slips = [calls.spell('read', f'L{end}', f'L{offset + 1}')] if end > offset + 1 else []
+        slips += past_end if end < MAX_LINES else []
+        return rng.choice(slips or [calls.spell('read', f'L{end}', f'L{offset + 1}')])
+    edit_words = calls.spell('edit', f'L{offset + line}', wrong, right).split()
+    slips = [f'read L{rng.randint(1, end)}', ' '.join(edit_words[:-1] if task.grammar == 'short' else edit_words[:-2]),
+             f'submit L{end}', ' '.join([edit_words[1], 'edit', *edit_words[2:]])]
     if end < MAX_LINES:
-        slips += [f'read L{offset + 1} L{end + 1}', f'edit L{end + 1} {wrong} {right}']
+        slips += past_end
     return rng.choice(slips)
+
+
+def _neighbour(task, rng):
+    """A line of the function next to its bug line (where a careless agent writes the fix it saw)."""
+    choices = [n for n in (task.bug_line - 1, task.bug_line + 1) if 2 <= n <= len(task.lines)]
+    return choices[rng.randrange(len(choices))]
 
 
 def demonstration_calls(task, offset, rng, habits):
     """The scripted agent's calls for one episode on task (it knows the bug only if its read shows it)."""
     first_line, end = offset + 1, offset + len(task.lines)
     calls = []
+    spell = task.calls.spell
 
     def call(text):
         if rng.random() < habits.slip:
-            calls.append(_slip(task, offset, rng))
+            calls.append(_slip(task, offset, rng, habits.slips))
         calls.append(text)
 
     candidates = list(task.sites)
@@ -56,16 +75,18 @@ def demonstration_calls(task, offset, rng, habits):
             first, last = first_line, end
         else:  # a peek at the function's first lines
             first, last = first_line, first_line + rng.randint(1, 2)
-        call(f'read L{first} L{last}')
+        call(spell('read', f'L{first}', f'L{last}'))
         if first <= offset + task.bug_line <= last:
             knows_fix = True
         else:
             candidates = [s for s in candidates if not first <= offset + s[0] <= last] or candidates
-    if knows_fix:
+    if knows_fix and habits.mislabel and rng.random() < habits.mislabel:  # saw the fix, writes it a line off
+        call(spell('edit', f'L{offset + _neighbour(task, rng)}', task.wrong, task.right))
+    elif knows_fix:
         call(task.fix(offset))
     else:
         line, wrong, right = candidates[rng.randrange(len(candidates))]
-        call(f'edit L{offset + line} {wrong} {right}')
+        call(spell('edit', f'L{offset + line}', wrong, right))
     call('submit')
     return calls
 
@@ -112,7 +133,7 @@ def sft_train(model, demos, pad_id, steps, batch_size, lr, weight_decay, generat
         width = int(lengths[rows].max())
         batch, batch_mask = ids[rows, :width], mask[rows, :width - 1]
         on_policy = batch_mask.bool()  # [b, width-1]: positions whose next token the agent wrote
-        logits = model.head(model.features(batch)[:, :-1][on_policy])  # [n, V], only where the loss is taken
+        logits = model.logits(model.features(batch)[:, :-1][on_policy])  # [n, V], only where the loss is taken
         loss = -torch.log_softmax(logits, -1).gather(1, batch[:, 1:][on_policy][:, None]).mean()
         optimizer.zero_grad()
         loss.backward()
@@ -148,7 +169,8 @@ def build_rl_base(tok, tasks, model_cfg, sft_cfg):
 def rl_base_description(tok, tasks, model_cfg, sft_cfg):
     """Everything that determines the RL base's weights, as JSON: settings, vocabulary, tasks, code, kernels, torch."""
     content = dict(code=code_fingerprint(), kernels=kernel_choice(), torch=torch.__version__, threads=BUILD_THREADS,
-                   vocabulary=tok.words, tasks=[(t.task_id, t.source, t.fix(), repr(t.tests), t.sites) for t in tasks],
+                   vocabulary=tok.words, tasks=[(t.task_id, t.source, t.fix(), repr(t.tests), t.sites, t.grammar, t.offset_cap)
+                                                for t in tasks],
                    model=dataclasses.asdict(model_cfg), sft=dataclasses.asdict(sft_cfg))
     return json.loads(json.dumps(content, default=repr))
 
@@ -159,16 +181,24 @@ def cache_key(tok, tasks, model_cfg, sft_cfg):
     return hashlib.sha256(json.dumps(description, sort_keys=True).encode()).hexdigest()
 
 
+def model_config(vocab_size, substrate=None):
+    """TinyAgent's ModelConfig for a vocabulary under `substrate` (default: the active one): its heads, init, logit scale."""
+    config = active() if substrate is None else substrate
+    return ModelConfig(vocab_size=vocab_size, n_head=config.n_head, init_std=config.init_std,
+                       logit_scale=config.logit_scale)
+
+
 def make_rl_base(tok, tasks=None, sft_cfg=None, model_cfg=None, directory=None):
     """The RL base agent (TinyAgent after SFT; model(ids [B, T]) -> logits [B, T, V]), built once then loaded from disk.
 
+    Defaults (tasks, SFT, model) are the active substrate's (agentrl.substrate.config.active()).
     The cache file is named by cache_key and stores, beside the weights, their checksum and the full description
     they were built from (agentrl.verified_cache): a corrupt or mismatched file is rebuilt with a warning. A
     directory at the file's path raises IsADirectoryError before anything is built.
     """
     tasks = make_tasks('train') if tasks is None else tasks
-    sft_cfg = SFTConfig() if sft_cfg is None else sft_cfg
-    model_cfg = ModelConfig(vocab_size=len(tok)) if model_cfg is None else model_cfg
+    sft_cfg = active().sft if sft_cfg is None else sft_cfg
+    model_cfg = model_config(len(tok)) if model_cfg is None else model_cfg
     description = rl_base_description(tok, tasks, model_cfg, sft_cfg)
     key = cache_key(tok, tasks, model_cfg, sft_cfg)
     directory = Path(directory) if directory is not None else cache_dir()
