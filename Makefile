@@ -85,7 +85,7 @@ html: $(SETUP)
 	$(PY) -m agentrl.build.site --out site
 
 calibrate: $(SETUP)
-	$(PY) -m agentrl.build.calibrate
+	$(PY) -m agentrl.build.calibrate $(CALIBRATE_ARGS)
 
 bench: $(SETUP)
 	$(PY) -m agentrl.build.bench
