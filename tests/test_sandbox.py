@@ -2,10 +2,12 @@
 
 Each test fails on the in-process grader this replaced (restricted builtins plus a line-count trace).
 """
+import json
 import os
-import tempfile
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -73,9 +75,60 @@ def test_python_loops_fail_on_the_deterministic_line_budget_not_the_clock(quick)
     assert (outcome, detail) == ('fail', 'raised LineBudgetExceeded')
 
 
-def test_memory_is_bounded_in_the_worker(quick):
-    outcome, detail = quick.run(source('return len ( [ 0 ] * ( 10 ** 10 ) )'), 'f', [((1,), 10 ** 10)])
-    assert outcome in ('fail', 'crash') and quick.counts['timeout'] == 0, detail
+def test_a_job_just_above_the_memory_limit_fails_and_one_below_passes(quick):
+    # this machine could hold either string: only the worker's address-space limit tells them apart
+    allocate = source('return len ( "x" * a0 )')
+    above = sandbox.MEMORY_BYTES + 2 ** 20  # 513 MiB
+    assert quick.run(allocate, 'f', [((above,), above)]) == ('fail', 'raised MemoryError')
+    below = sandbox.MEMORY_BYTES - 64 * 2 ** 20  # 448 MiB, beside the interpreter's own ~15 MiB
+    assert quick.run(allocate, 'f', [((below,), below)]) == ('pass', 'every output matches')
+    assert quick.counts == dict(timeout=0, crash=0)
+
+
+def test_a_reply_over_the_size_limit_is_a_crash_and_one_under_it_passes(quick):
+    echo = source('return "x" * a0')
+    under = sandbox.MAX_REPLY_BYTES - 100  # the reply line is the repr plus ~35 bytes of JSON
+    assert quick.run(echo, 'f', [((under,), 'x' * under)]) == ('pass', 'every output matches')
+    over = sandbox.MAX_REPLY_BYTES
+    assert quick.run(echo, 'f', [((over,), 'x' * over)])[0] == 'crash' and quick.counts['crash'] == 1
+    assert quick.run(source('return a0'), 'f', [((1,), 1)])[0] == 'pass'  # and a fresh worker took over
+
+
+def worker_command(cpu_seconds):
+    """The command line Sandbox._start runs (this checkout's sandbox.py), with its own CPU allowance per job."""
+    return [sys.executable, '-S', '-s', sandbox.__file__, str(sandbox.MEMORY_BYTES), str(cpu_seconds)]
+
+
+def test_the_cpu_limit_ends_a_worker_stuck_in_one_c_call():
+    # the parent's clock is not involved here: a worker allowed 0 extra CPU seconds per job (what is left of the
+    # current second) must end itself by SIGXCPU inside one C-level call that no line budget can interrupt
+    worker = subprocess.Popen(worker_command(0), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, cwd='/', start_new_session=True)
+    try:
+        assert worker.stdout.readline() == b'{"status": "ready"}\n'
+        explode = 'def f ( a0 , a1 ) :\n    while a1 ** a0 :\n        a0 = a0 * 3 + 1\n    return 0\n'
+        worker.stdin.write(json.dumps(dict(source=explode, name='f', inputs=['(2, 3)'])).encode() + b'\n')
+        worker.stdin.flush()
+        start = time.monotonic()
+        returncode = worker.wait(timeout=20)
+        assert returncode == -signal.SIGXCPU and time.monotonic() - start < 5
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+
+
+def test_the_live_worker_runs_under_every_limit(quick):
+    assert quick.run(source('return a0'), 'f', [((1,), 1)])[0] == 'pass'
+    limits = {}
+    with open(f'/proc/{quick.process.pid}/limits') as table:  # what the kernel enforces on the worker itself
+        for line in table.readlines()[1:]:
+            name, soft, hard = line[:26].strip(), *line[26:].split()[:2]
+            limits[name] = (soft, hard)
+    assert limits['Max address space'] == (str(sandbox.MEMORY_BYTES),) * 2
+    assert limits['Max file size'] == ('0', '0') and limits['Max core file size'] == ('0', '0')
+    assert limits['Max processes'] == ('0', '0') and limits['Max open files'] == ('3', '3')
+    assert limits['Max cpu time'][0] != 'unlimited'  # set before each job, from the CPU time used so far
 
 
 def test_a_killed_worker_is_a_counted_crash_and_is_replaced(quick):
@@ -99,29 +152,64 @@ def test_outputs_that_are_not_plain_values_fail(quick):
     assert quick.run(source('return ( x for x in a0 )'), 'f', [(([1],), [1])])[0] == 'fail'
 
 
-def test_the_worker_cannot_open_write_or_fork(tmp_path):
-    # the worker's own limits, checked in a child that applies them and then tries what the screen forbids
-    probe = (
-        'import os, sys\n'
-        f'sys.path.insert(0, {str(os.path.dirname(sandbox.__file__))!r})\n'
-        'import sandbox\n'
-        'sandbox._limit_this_process(sandbox.MEMORY_BYTES)\n'
-        'results = []\n'
-        f'for attempt in (lambda: open("/etc/hostname"), lambda: open({str(tmp_path / "x")!r}, "w").write("data"),\n'
-        '                 lambda: os.fork()):\n'
-        '    try:\n'
-        '        attempt()\n'
-        '        results.append("allowed")\n'
-        '    except OSError:\n'
-        '        results.append("refused")\n'
-        'sys.stdout.write(" ".join(results))\n')
-    done = subprocess.run([sys.executable, '-S', '-s', '-c', probe], capture_output=True, text=True, timeout=60,
-                          stdin=subprocess.DEVNULL, close_fds=True)
-    refused = done.stdout.split()
-    assert refused[:1] == ['refused'], done  # no file can be opened
-    assert not (tmp_path / 'x').exists() or (tmp_path / 'x').stat().st_size == 0
-    if os.geteuid() != 0:  # root is exempt from the process-count limit
-        assert refused[2] == 'refused'
+PROBE = """
+import json, os, signal, sys
+sys.path.insert(0, {folder!r})
+import sandbox
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the file-size limit a write then fails with EFBIG
+held = os.open({held!r}, os.O_WRONLY | os.O_CREAT)  # a regular file opened before the limits: descriptor 3
+
+def fork():
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+
+def attempts():
+    report = dict(uid=os.getuid())
+    for name, attempt in [('read', lambda: open('/etc/hostname')), ('create', lambda: open({new!r}, 'w')),
+                          ('write', lambda: os.write(held, b'data')), ('fork', fork),
+                          ('memory', lambda: bytearray(sandbox.MEMORY_BYTES))]:
+        try:
+            attempt()
+            report[name] = 'allowed'
+        except (OSError, MemoryError) as error:
+            report[name] = type(error).__name__
+    return report
+
+# the worker's own loop, with the grader swapped for these attempts: they run where a job runs, after the limits
+sandbox.grade = lambda source, name, inputs: dict(status='ok', outputs=[json.dumps(attempts())])
+sandbox._serve(sandbox.MEMORY_BYTES, 5)
+"""
+
+
+@pytest.fixture(scope='module')
+def probe(tmp_path_factory):
+    """What a job inside the worker's loop (sandbox._serve) can do, tried by trusted code -> dict."""
+    folder = tmp_path_factory.mktemp('probe')
+    code = PROBE.format(folder=os.path.dirname(sandbox.__file__), held=str(folder / 'held'), new=str(folder / 'new'))
+    job = json.dumps(dict(source='', name='f', inputs=[])) + '\n'
+    done = subprocess.run([sys.executable, '-S', '-s', '-c', code], input=job, capture_output=True, text=True,
+                          timeout=60, close_fds=True, cwd='/')
+    ready, reply = done.stdout.splitlines()
+    assert json.loads(ready) == dict(status='ready'), done
+    report = json.loads(json.loads(reply)['outputs'][0])
+    report.update(new_exists=(folder / 'new').exists(), held_size=(folder / 'held').stat().st_size)
+    return report
+
+
+def test_a_job_cannot_open_create_or_grow_a_file_nor_exceed_the_memory_limit(probe):
+    assert probe['read'] == probe['create'] == 'OSError'  # no new descriptor: no file, no socket
+    assert not probe['new_exists']
+    assert probe['write'] == 'OSError' and probe['held_size'] == 0  # even an open file cannot grow
+    assert probe['memory'] == 'MemoryError'
+
+
+def test_a_job_cannot_fork(probe):
+    if probe['uid'] == 0:
+        pytest.skip('the worker runs as root, and the kernel does not apply RLIMIT_NPROC to root: '
+                    'a fork cannot be refused there')
+    assert probe['fork'] == 'BlockingIOError'  # EAGAIN: no process may be added
 
 
 def test_a_system_exit_in_agent_code_is_a_failure_not_the_end_of_training(quick):
