@@ -207,9 +207,27 @@ def test_a_job_cannot_open_create_or_grow_a_file_nor_exceed_the_memory_limit(pro
 
 def test_a_job_cannot_fork(probe):
     if probe['uid'] == 0:
-        pytest.skip('the worker runs as root, and the kernel does not apply RLIMIT_NPROC to root: '
-                    'a fork cannot be refused there')
+        pytest.skip('the worker runs as root (root without CAP_SETUID cannot become another user), and the kernel '
+                    'does not apply RLIMIT_NPROC to root: a fork cannot be refused there')
     assert probe['fork'] == 'BlockingIOError'  # EAGAIN: no process may be added
+
+
+def may_change_identity():
+    """Whether this process holds CAP_SETUID and CAP_SETGID (bits 7 and 6 of its effective capabilities)."""
+    with open('/proc/self/status') as status:
+        effective = int(next(line for line in status if line.startswith('CapEff:')).split()[1], 16)
+    return bool(effective & (1 << 7)) and bool(effective & (1 << 6))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason='only a worker started by root changes its identity')
+def test_a_worker_started_by_root_runs_as_an_unprivileged_user(quick, probe):
+    if not may_change_identity():
+        pytest.skip('root here lacks CAP_SETUID/CAP_SETGID: the worker stays root and may fork')
+    assert quick.run(source('return a0'), 'f', [((1,), 1)])[0] == 'pass'
+    with open(f'/proc/{quick.process.pid}/status') as status:
+        ids = {line.split(':')[0]: line.split()[1:] for line in status if line.startswith(('Uid:', 'Gid:', 'Groups:'))}
+    assert ids['Uid'] == ids['Gid'] == [str(sandbox.UNPRIVILEGED_ID)] * 4 and ids['Groups'] == []
+    assert probe['uid'] == sandbox.UNPRIVILEGED_ID and probe['fork'] == 'BlockingIOError'  # so the fork is refused
 
 
 def test_a_system_exit_in_agent_code_is_a_failure_not_the_end_of_training(quick):

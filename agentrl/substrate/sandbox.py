@@ -9,8 +9,9 @@ reaches the interpreter's modules. So the hidden tests of an edited function run
 2. **Worker process.** The code runs in a child Python (this file run as a script) that imports only
    the standard library, starts in an empty temporary directory with a clean environment and its own
    session, and before its first job limits itself: address space MEMORY_BYTES, no file may grow
-   (RLIMIT_FSIZE 0), no new file descriptor (so no file or socket can be opened), no child process,
-   and CPU seconds per job. A crash there cannot touch the training process.
+   (RLIMIT_FSIZE 0), no new file descriptor (so no file or socket can be opened), no child process
+   (started by root, it first becomes an unprivileged user: root is exempt from that limit), and CPU
+   seconds per job. A crash there cannot touch the training process.
 3. **Parent's clock.** The parent waits at most WALL_SECONDS for a job's reply; then it kills the worker
    (SIGKILL also stops work inside one C call, such as `a1 ** a0` with a growing exponent) and starts
    a new one for the next job. A time-out or a crash is an outcome, never a hang or an exception.
@@ -38,6 +39,7 @@ LINE_BUDGET = 2_000  # executed lines per call (correct functions of the gym nee
 WALL_SECONDS = 5.0  # per job (compile and every call); correct code needs milliseconds
 MEMORY_BYTES = 512 * 2 ** 20  # worker's address space
 MAX_REPLY_BYTES = 2 ** 20  # a longer reply counts as a failure
+UNPRIVILEGED_ID = 65534  # 'nobody' / 'nogroup': who the worker runs as when root starts it
 SAFE_BUILTINS = {name: getattr(builtins, name) for name in ('len', 'range', 'min', 'max', 'abs', 'sum', 'sorted')}
 SAFE_ATTRIBUTES = frozenset({
     'append', 'clear', 'copy', 'count', 'extend', 'index', 'insert', 'pop', 'remove', 'reverse', 'sort',
@@ -133,8 +135,18 @@ def _limit_this_process(memory_bytes):
     """The worker's own limits, set once before any job (the screened code has no way to raise them).
 
     The worker is started with only descriptors 0, 1 and 2 open, so a descriptor ceiling of 3 refuses
-    every open() and socket(); everything the worker needs was imported before.
+    every open() and socket(); everything the worker needs was imported before. The kernel does not apply
+    the process limit to root, so a worker started by root first becomes UNPRIVILEGED_ID (user and group);
+    where root may not change its identity (no CAP_SETUID, as in some containers) it stays root, and a
+    fork is then not refused.
     """
+    if os.getuid() == 0 or os.geteuid() == 0:
+        try:
+            os.setgroups([])
+            os.setgid(UNPRIVILEGED_ID)
+            os.setuid(UNPRIVILEGED_ID)
+        except OSError:
+            pass
     resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
     resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
     resource.setrlimit(resource.RLIMIT_NPROC, (0, 0))
