@@ -5,7 +5,7 @@ import time
 import pytest
 
 import agentrl as arl
-from agentrl.substrate.gym import BREAKS, FIXES, passes_hidden_tests, run_hidden_tests
+from agentrl.substrate.gym import BREAKS, FIXES, grade_source, passes_hidden_tests, run_hidden_tests
 
 
 def family_lines(task):
@@ -59,8 +59,9 @@ def test_hidden_tests_run_the_code_right_fix_passes_wrong_fix_fails():
 
 
 def test_hidden_tests_see_only_a_few_builtins_and_have_a_time_limit():
-    sneaky = ['def f ( a0 ) :', '    return open ( "/etc/passwd" )']
-    assert not run_hidden_tests(sneaky, 'f', [((1,), None)])
+    # were open reachable, this would return 1 and pass; it fails on the name, before any file is touched
+    sneaky = ['def f ( a0 ) :', '    handle = open ( "/etc/passwd" )', '    return 1']
+    assert grade_source(sneaky, 'f', [((1,), 1)]) == ('fail', 'raised NameError')
     importer = ['def f ( a0 ) :', '    import os', '    return 1']
     assert not run_hidden_tests(importer, 'f', [((1,), 1)])
     loop = ['def f ( a0 ) :', '    while True :', '        a0 = a0 + 1', '    return a0']
