@@ -82,20 +82,46 @@ def test_too_long_episodes_are_truncated_cleanly(base):
     arl.collate(trajs, tokenizer().pad_id)
 
 
-def test_sample_step_keeps_only_groups_with_a_reward_spread(base):
-    cfg = arl.RLConfig()
-    kept, sampled = arl.sample_step(base, lambda: arl.make_env(cfg), arl.make_tasks('train'), tokenizer(), cfg,
-                                    torch.Generator().manual_seed(0))
-    assert len(sampled) == 64 and len(kept) % 8 == 0
-    for start in range(0, len(kept), 8):
-        assert len({t.reward for t in kept[start:start + 8]}) > 1
+class NeverRewarded(arl.Env):
+    """An environment whose episodes all score 0, whatever the agent does."""
+
+    @property
+    def reward(self):
+        return 0.0
+
+
+def env_factory(cfg, unrewarded):
+    """Fresh environments with cfg's limits; the first `unrewarded` of them never reward."""
+    created = iter(range(10 ** 9))
+    return lambda: (NeverRewarded if next(created) < unrewarded else arl.Env)(cfg.max_turns, cfg.max_call_words)
+
+
+def spread_groups(trajs, size):
+    """The trajectories of the groups (contiguous, `size` each) whose rewards differ."""
+    groups = [trajs[start:start + size] for start in range(0, len(trajs), size)]
+    return [t for group in groups if len({t.reward for t in group}) > 1 for t in group]
+
+
+@pytest.mark.parametrize('unrewarded', [0, 64], ids=['kept-from-the-first-draw', 'kept-from-a-redraw'])
+def test_sample_step_keeps_the_spread_groups_of_the_first_draw_that_has_one(base, unrewarded):
+    # with unrewarded=64 no group of the first draw (8 tasks x 8) can have a reward spread, so tasks must be redrawn
+    cfg, tasks, tok = arl.RLConfig(), arl.make_tasks('train'), tokenizer()
+    kept, sampled = arl.sample_step(base, env_factory(cfg, unrewarded), tasks, tok, cfg, torch.Generator().manual_seed(0))
+    # the same draws by hand: tasks from the generator, then their groups, until one draw has a spread group
+    generator, envs, draws = torch.Generator().manual_seed(0), env_factory(cfg, unrewarded), []
+    for _ in range(1 + cfg.max_redraws):
+        picks = torch.randperm(len(tasks), generator=generator)[:cfg.tasks_per_step].tolist()
+        draws.append(arl.sample_groups(base, envs, [tasks[i] for i in picks], tok, cfg, generator))
+        if spread_groups(draws[-1], cfg.group_size):
+            break
+    seen = lambda trajs: [(t.task_id, t.ids, t.reward) for t in trajs]  # noqa: E731
+    assert seen(sampled) == seen(draws[0])  # sampled is the first draw, unfiltered
+    assert seen(kept) == seen(spread_groups(draws[-1], cfg.group_size)) and kept
+    assert len(draws) == (1 if unrewarded == 0 else 2)  # both branches really ran
     stats = arl.behavior_stats(sampled)
     for key in ('reward', 'reads', 'invalid', 'turns', 'policy_tokens', 'submitted', 'truncated', 'zero_var'):
         assert key in stats
-    if stats['zero_var'] < 1:  # kept comes from the first draw
-        assert stats['zero_var'] == 1 - len(kept) / 64
-    else:  # no group of the first draw had a reward spread: kept comes from a new draw of tasks
-        assert kept and {t.task_id for t in kept}.isdisjoint({t.task_id for t in sampled}) or kept
+    assert stats['zero_var'] == 1 - len(spread_groups(sampled, cfg.group_size)) / 64
 
 
 def test_empty_batch_collates():
