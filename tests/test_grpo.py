@@ -2,6 +2,7 @@
 import concurrent.futures
 import copy
 import dataclasses
+import math
 import multiprocessing
 
 import pytest
@@ -76,21 +77,34 @@ def test_policy_loss_clips_both_sides_on_hand_made_ratios():
 
 def test_rl_update_logs_entropy_kl_and_refuses_plus_kinds(base):
     tok = tokenizer()
-    cfg = arl.RLConfig(kl_coef=0.1, kl_kind='k2', minibatches=1)
+    cfg = arl.RLConfig(kl_coef=0.1, kl_kind='k2', minibatches=1, temperature=0.7)
     trajs = arl.sample_groups(base, lambda: arl.make_env(cfg), arl.make_tasks('train')[:4], tok, cfg,
                               torch.Generator().manual_seed(0))
     batch = arl.collate(trajs, tok.pad_id)
     batch['rewards'] = torch.arange(len(trajs), dtype=torch.float) % 3  # a spread in every group
     advantages = arl.compute_advantages(batch, cfg)
+
+    def entropy_of(model):  # full-vocabulary entropy over policy tokens at the run's temperature, by hand
+        with torch.no_grad():
+            logits = model(batch['ids'])[:, :-1] / cfg.temperature
+            return arl.masked_mean(arl.entropy_from_logits(logits), batch['action_mask']).item()
+
     model = copy.deepcopy(base)
     stats = arl.rl_update(model, torch.optim.Adam(model.parameters(), lr=1e-3), batch, advantages, cfg,
                           copy.deepcopy(base), torch.Generator().manual_seed(0))
     for key in ('entropy', 'clip_frac', 'kl_ref', 'grad_norm', 'pg_loss'):
         assert key in stats
-    assert stats['kl_ref'] == 0.0  # one minibatch, measured before its step: the model is still the reference
+    # one minibatch, measured before its step: the model is still the reference and the policy of old_logp
+    # (computed at the same temperature), so the ratio is exactly 1 and nothing is clipped
+    assert stats['kl_ref'] == 0.0
+    assert stats['ratio'] == 1.0 and stats['approx_kl_old'] == 0.0 and stats['clip_frac'] == 0.0
+    assert stats['entropy'] == pytest.approx(entropy_of(base), rel=1e-6) and stats['grad_norm'] > 0
+    moved = copy.deepcopy(model)
     stats = arl.rl_update(model, torch.optim.Adam(model.parameters(), lr=1e-3), batch, advantages, cfg, base)
     assert stats['kl_ref'] > 0  # after one step it is not
-    assert 0 < stats['entropy'] < 6 and max_param_difference(model, base) > 0
+    assert stats['ratio'] == 1.0 and stats['clip_frac'] == 0.0  # old_logp is recomputed at each update
+    assert stats['entropy'] == pytest.approx(entropy_of(moved), rel=1e-6) and entropy_of(moved) != entropy_of(base)
+    assert stats['entropy'] < math.log(len(tok)) and max_param_difference(model, base) > 0
     with pytest.raises(ValueError, match="kl_estimate"):
         arl.rl_update(model, torch.optim.Adam(model.parameters()), batch, advantages,
                       dataclasses.replace(cfg, kl_kind='k3+'), base)
