@@ -213,9 +213,17 @@ def test_policy_loss_is_the_masked_mean_of_the_clipped_surrogate(ratios, advanta
     cfg = arl.RLConfig(clip_low=0.2, clip_high=0.28)
     logp = torch.tensor(ratios[:n], dtype=torch.float64).log()[:, None]  # [n, 1]: one token per episode
     adv = torch.tensor(advantages[:n], dtype=torch.float64)
-    loss, _ = arl.policy_loss(logp, torch.zeros_like(logp), adv, torch.tensor(mask, dtype=torch.float64)[:, None], cfg)
-    terms = [min(r * a, min(max(r, 0.8), 1.28) * a) for r, a, m in zip(ratios, advantages, mask) if m]
+    loss, stats = arl.policy_loss(logp, torch.zeros_like(logp), adv, torch.tensor(mask, dtype=torch.float64)[:, None],
+                                  cfg)
+    held = logp.exp()[:, 0].tolist()  # the ratios as policy_loss computes them (exp of the log)
+    kept = [(r, a) for r, a, m in zip(held, advantages, mask) if m]
+    terms = [min(r * a, min(max(r, 0.8), 1.28) * a) for r, a in kept]
     assert loss.item() == pytest.approx(-math.fsum(terms) / len(terms), rel=1e-9, abs=1e-12)
+    # the logged stats are means over policy tokens too (ratios from 0.3 to 3 leave the range on both sides)
+    assert stats['ratio'] == pytest.approx(math.fsum(r for r, _ in kept) / len(kept), rel=1e-12)
+    high = sum(r > 1.28 and a > 0 for r, a in kept) / len(kept)
+    low = sum(r < 0.8 and a < 0 for r, a in kept) / len(kept)
+    assert (stats['clip_high_frac'], stats['clip_low_frac'], stats['clip_frac']) == pytest.approx((high, low, high + low))
 
 
 # --------------------------------------------------------------------------- group advantages
