@@ -1,6 +1,7 @@
 """Grading agent-written code: screened, in a limited worker process, verdicts decided by the parent.
 
-Each test fails on the in-process grader this replaced (restricted builtins plus a line-count trace).
+Each test fails on the in-process grader this replaced (restricted builtins plus a line-count trace), and each
+limit's test fails without that limit: a job sized against it, or a probe run inside the worker's own loop.
 """
 import json
 import os
