@@ -1,18 +1,29 @@
 """The math core's exact checks as properties over many random cases (hypothesis), not single points.
 
 Every test draws its cases from a fixed seed (`derandomize=True`): a run draws the same cases on every machine, and a
-failure prints the smallest case it found, so it can be replayed as it is. No example database is written.
+failure prints the smallest case it found, so it can be replayed as it is. No example database is written, and
+hypothesis's own cache goes to a temporary folder.
 """
+import atexit
 import itertools
 import math
+import shutil
+import tempfile
 from fractions import Fraction
 
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.configuration import set_hypothesis_home_dir
 
 import agentrl as arl
+
+# hypothesis caches what it reads from the code under test in a .hypothesis folder of the current directory: keep
+# it out of the repository, as every other thing a test run writes
+_HYPOTHESIS_HOME = tempfile.mkdtemp(prefix='agentrl-hypothesis-')
+atexit.register(shutil.rmtree, _HYPOTHESIS_HOME, True)
+set_hypothesis_home_dir(_HYPOTHESIS_HOME)
 
 PROPERTY = settings(derandomize=True, database=None, deadline=None, max_examples=100,
                     suppress_health_check=[HealthCheck.too_slow])
