@@ -94,3 +94,11 @@ def test_the_long_run_keeps_the_short_run_and_its_policy_bit_for_bit():
     short = arl.train_rl(model, train, tok, arl.RLConfig(seed=0, eval_every=0), 2)
     assert measured['run40'] == short and measured['run80'][:2] == short and len(measured['run80']) == 3
     assert measured['heldout'] == arl.diversity(model, base, heldout, tok, n=8)
+
+
+def test_a_step_without_learning_signal_counts_as_clipping_nothing():
+    seed = measurements()
+    for step in (3, 4):  # skipped_update's record: entropy and grad_norm, no clip_frac
+        del seed['run40'][step]['clip_frac']
+    clip = next(r for r in calibrate.judge([seed], [push()]) if 'clipped over the run' in r.quantity)
+    assert clip.mean == pytest.approx(0.0013 * 38 / 40)
