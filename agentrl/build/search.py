@@ -48,6 +48,7 @@ from optuna.storages._heartbeat import get_heartbeat_thread  # what study.optimi
 from optuna.trial import TrialState
 
 from agentrl.atomic import atomic_output
+from agentrl.fingerprint import code_fingerprint
 from agentrl.paths import REPO
 from agentrl.substrate.config import CANDIDATES, GRAMMARS, HELDOUT_RULES, SLIP_KINDS, FAMILY_SETS, SubstrateConfig
 
@@ -240,6 +241,7 @@ def measure_trial(trial, search, config, started):
     trial.set_user_attr('config', config.describe())
     trial.set_user_attr('config_key', config.key())
     trial.set_user_attr('protocol', plain(protocol))
+    trial.set_user_attr('code', code_fingerprint())  # the training code it was measured with (stale if it changes)
     measurement.prepare(config)
     batches = [measurement.measure_batch(config, seed) for seed in protocol.batch_seeds]
     seeds = [measurement.measure_seed(config, protocol.seeds[0], protocol)]
