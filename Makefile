@@ -79,8 +79,9 @@ test-fast: $(SETUP)
 lab: $(SETUP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
-# The site: every committed notebook and REPRODUCTION.md rendered with nbconvert into site/ (git-ignored), with an
-# index; nothing is executed. Open site/index.html in a browser (works offline; formulas need MathJax from the web).
+# The site: every committed notebook, the README and REPRODUCTION.md rendered with nbconvert into site/ (git-ignored),
+# with an index; nothing is executed. The build typesets every formula as MathML (latex2mathml, pinned) and a page
+# fetches nothing from the web: open site/index.html in a browser, offline too.
 html: $(SETUP)
 	$(PY) -m agentrl.build.site --out site
 

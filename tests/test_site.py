@@ -1,10 +1,14 @@
-"""make html: every notebook and REPRODUCTION.md as pages, an index, links and images that resolve offline."""
+"""make html: every notebook, the README and REPRODUCTION.md as pages, an index, links and images that resolve
+offline, every formula typeset as MathML by the build, nothing fetched from outside the site."""
 import re
 from pathlib import Path
 
+import nbformat
 import pytest
+from bs4 import BeautifulSoup
 
 from agentrl.build import site
+from agentrl.paths import NOTEBOOKS, README, REPRODUCTION
 
 REFERENCE = re.compile(r'(?:href|src)="([^"]*)"')
 
@@ -23,14 +27,18 @@ def local_targets(page):
             yield target
 
 
-def test_every_notebook_and_the_report_have_a_page_and_the_index_lists_them(built):
+def soup_of(path):
+    return BeautifulSoup(path.read_text(), 'html.parser')
+
+
+def test_every_notebook_the_readme_and_the_report_have_a_page_and_the_index_lists_them(built):
     out, written = built
     stems = [stem for stem, _, _ in site.pages()]
-    assert sorted(written) == sorted([f'{stem}.html' for stem in stems] + [site.INDEX, site.REPORT])
+    assert sorted(written) == sorted([f'{stem}.html' for stem in stems] + [site.INDEX, site.REPORT, site.README_PAGE])
     index = (out / site.INDEX).read_text()
     for stem in stems:
         assert f'href="{stem}.html"' in index, f'the index does not link {stem}'
-    assert f'href="{site.REPORT}"' in index
+    assert f'href="{site.REPORT}"' in index and f'href="{site.README_PAGE}"' in index
 
 
 def test_every_local_link_and_image_resolves(built):
@@ -40,6 +48,15 @@ def test_every_local_link_and_image_resolves(built):
             assert (out / target).is_file(), f'{name} refers to {target}, which the site does not have'
 
 
+def test_every_in_page_link_has_its_anchor(built):
+    out, written = built
+    for name in written:
+        soup = soup_of(out / name)
+        ids = {element['id'] for element in soup.find_all(id=True)}
+        for link in soup.find_all('a', href=re.compile(r'^#.')):
+            assert link['href'][1:] in ids, f'{name}: {link["href"]} points at no element of the page'
+
+
 def test_no_page_links_to_a_notebook_or_markdown_file(built):
     out, written = built
     for name in written:
@@ -47,18 +64,242 @@ def test_no_page_links_to_a_notebook_or_markdown_file(built):
         assert not re.search(r'href="(?!https?:)[^"]*\.(ipynb|md)"', text), f'{name} still links a .ipynb or .md file'
 
 
+def test_link_texts_name_what_they_open(built):
+    """A link's text names no file the site does not open ('REPRODUCTION.md' opening reproduction.html), and one
+    that says README opens the README's page."""
+    out, written = built
+    for name in written:
+        for link in soup_of(out / name).find_all('a', href=True):
+            text, target = ' '.join(link.get_text().split()), link['href']
+            if target.startswith(('http:', 'https:', '#')):
+                continue
+            assert not re.search(r'\.(md|ipynb)\b', text), f'{name}: the link "{text}" names a file but opens {target}'
+            if 'README' in text:
+                assert target.split('#')[0] == site.README_PAGE, f'{name}: "{text}" opens {target}'
+
+
 def test_figures_of_the_notebooks_are_inside_their_pages(built):
     out, _ = built
     for stem in ('01_bandit_closed_form', '03_loss_gradients', '05_forward_reverse'):
         page = (out / f'{stem}.html').read_text()
-        assert '<svg' in page or 'data:image/png;base64' in page, f'{stem}: its figure is not in the page'
+        assert '<svg' in page or 'data:image/png;base64' in page or 'data:image/svg+xml;base64' in page, \
+            f'{stem}: its figure is not in the page'
+
+
+def test_every_image_has_its_caption_as_alternative_text(built):
+    out, written = built
+    for name in written:
+        for image in soup_of(out / name).find_all('img'):
+            alt = image.get('alt', '')
+            assert alt and 'No description' not in alt, f'{name}: an image without a description'
+            assert '$' not in alt and '\\' not in alt, f'{name}: TeX in an alternative text: {alt[:80]}'
+    alts = [image['alt'] for image in soup_of(out / '03_loss_gradients.html').find_all('img')]
+    assert alts and alts[0].startswith('Figure 10.1 (ch10-kl-estimators.svg). The three estimators'), alts
+    assert 'k₁, dotted, is drawn on top of k₃' in alts[0]
+
+
+# --- formulas -------------------------------------------------------------------------------------------------------
+
+def formulas_in(markdown):
+    """How many formulas a Markdown text holds, counted without the site's parser: code removed, then each
+    $$...$$, \\[...\\], \\(...\\) and $...$ once."""
+    text = re.sub(r'^(```|~~~).*?^\1', ' ', markdown, flags=re.M | re.S)
+    text = re.sub(r'(`+)(?!`).+?(?<!`)\1(?!`)', ' ', text, flags=re.S)
+    count = 0
+    for pattern in (r'\$\$.+?\$\$', r'\\\[.+?\\\]', r'\\\(.+?\\\)', r'\$[^$]+?\$'):
+        count += len(re.findall(pattern, text, flags=re.S))
+        text = re.sub(pattern, ' ', text, flags=re.S)
+    return count
+
+
+def markdown_of(nb):
+    """Every Markdown text of a notebook: its Markdown cells and the Markdown its code cells computed."""
+    for cell in nb.cells:
+        if cell.cell_type == 'markdown':
+            yield cell.source
+        for output in cell.get('outputs', []):
+            if 'text/markdown' in output.get('data', {}):
+                yield output.data['text/markdown']
+
+
+def formulas_expected():
+    """{page: number of formulas its sources hold}."""
+    expected = {site.README_PAGE: formulas_in(README.read_text()), site.REPORT: formulas_in(REPRODUCTION.read_text())}
+    expected[site.INDEX] = 0
+    for stem, _, _ in site.pages():
+        nb = nbformat.read(NOTEBOOKS / f'{stem}.ipynb', as_version=4)
+        expected[f'{stem}.html'] = sum(formulas_in(text) for text in markdown_of(nb))
+        expected[site.INDEX] += formulas_in(site.first_line(nb))
+    return expected
+
+
+def test_every_formula_of_the_sources_is_typeset_on_its_page(built):
+    out, written = built
+    expected = formulas_expected()
+    typeset = {name: len(soup_of(out / name).find_all('math')) for name in written}
+    assert typeset == expected, 'formulas in the sources vs MathML formulas on the pages'
+    assert written == expected, 'formulas in the sources vs formulas the build says it typeset'
+    assert sum(expected.values()) > 400  # the chapter is mostly mathematics: a count of 0 would prove nothing
+
+
+def visible_text(path):
+    """What a reader reads on a page, without code (cells' input, code spans, printed output) and formulas."""
+    soup = soup_of(path)
+    for element in soup.select('.jp-CodeCell .jp-InputArea'):  # a Markdown cell's text is in its input area too
+        element.decompose()
+    for element in soup.find_all(['script', 'style', 'pre', 'code', 'math']):
+        element.decompose()
+    return soup.get_text(' ')
+
+
+def test_no_tex_is_left_in_the_text_a_reader_sees(built):
+    out, written = built
+    for name in written:
+        text = visible_text(out / name)
+        match = re.search(r'\$|\\\(|\\\[|\\[A-Za-z]+', text)
+        assert not match, f'{name}: TeX left in the text: "{text[max(0, match.start() - 50):match.end() + 50]}"'
+
+
+def test_no_formula_failed_to_convert(built):
+    out, written = built
+    for name in written:
+        for formula in soup_of(out / name).find_all('math'):
+            assert not formula.find('merror'), f'{name}: a converter error in {formula}'
+            assert '\\' not in formula.get_text(), f'{name}: a TeX command passed through as text: {formula}'
+
+
+def test_nothing_is_fetched_from_outside_the_site(built):
+    """The only web addresses of a page are links a reader may follow (<a href>): no script, style sheet, font or
+    image comes from the web, and there is no script at all (MathML needs none)."""
+    out, written = built
+    for name in written:
+        page = (out / name).read_text()
+        assert '<script' not in page, f'{name} holds a script'
+        rest = re.sub(r'(<a\b[^>]*?\bhref=")https?://[^"]*"', r'\1"', page)
+        match = re.search(r'https?://|(?:src|href)="//|url\(\s*["\']?//|@import', rest)
+        assert not match, f'{name} refers to {rest[match.start():match.start() + 100]}'
+        for url in re.findall(r'url\(\s*["\']?([^)"\']*)', page):
+            assert url.startswith('data:') or (out / url).is_file(), f'{name}: CSS url({url[:60]}) is not in the site'
+
+
+def test_the_math_font_of_the_last_resort_is_shipped(built):
+    out, _ = built
+    assert (out / 'fonts' / site.MATH_FONT).stat().st_size > 100_000
+    assert (out / 'fonts' / site.MATH_FONT_LICENSE).is_file()
+    assert f'url("fonts/{site.MATH_FONT}")' in (out / site.INDEX).read_text()
+
+
+def test_the_index_renders_the_markdown_of_its_summaries(built):
+    out, _ = built
+    index = soup_of(out / site.INDEX)
+    row = next(tr for tr in index.find_all('tr') if tr.find('a', href='03_loss_gradients.html'))
+    assert row.find('em', string='forward'), 'the summary of 10.3 does not show *forward* in italics'
+    assert row.find('math') and '*' not in row.get_text()
+
+
+def test_wide_tables_scroll_inside_their_box(built):
+    out, written = built
+    for name in written:
+        soup = soup_of(out / name)
+        for table in soup.find_all('table'):
+            assert 'table-scroll' in table.parent.get('class', []), f'{name}: a table outside a scrolling box'
+    assert re.search(r'\.table-scroll\s*\{[^}]*overflow-x:\s*auto', (out / site.INDEX).read_text())
+
+
+def test_the_same_tree_builds_the_same_bytes(built, tmp_path):
+    out, _ = built
+    again = tmp_path / 'site'
+    site.build(again)
+    files = sorted(path.relative_to(out) for path in out.rglob('*') if path.is_file())
+    assert files == sorted(path.relative_to(again) for path in again.rglob('*') if path.is_file())
+    for path in files:
+        assert (out / path).read_bytes() == (again / path).read_bytes(), f'{path} differs between two builds'
+
+
+@pytest.mark.parametrize('tex, reason', [
+    (r'\foo x', r'unknown command \\foo'),
+    (r'\frac{1}{2', r'1 "\{" never closed'),
+    (r'a}', r'a "\}" closes no group'),
+    (r'\frac{1}', 'missing argument'),
+    (r'x^', 'latex2mathml cannot parse it'),
+    (r'\begin{aligned}a &= b\end{aligned}', r'alignment \(&\)'),
+    (' ', 'empty formula'),
+])
+def test_a_formula_the_converter_cannot_take_is_an_error(tex, reason):
+    with pytest.raises(site.FormulaError, match=reason):
+        site.typeset(tex)
+
+
+def test_formulas_read_as_tex_sets_them():
+    """What tidy_mathml mends in latex2mathml's output."""
+    assert '<mo stretchy="false">∼</mo>' in site.typeset(r'y \sim \pi')  # \sim: an operator, not the identifier '~'
+    assert '<munder><mo>∑</mo>' in site.typeset(r'\mathbb{E}\Big[\sum_t k_t\Big]', display=True)  # limits below
+    assert '<mi>KL</mi>' in site.typeset(r'\mathrm{KL}')  # one upright name, not two letters
+    spaced = site.typeset(r'\beta \log \pi')
+    assert re.search(r'<mi>β</mi><mspace width="0.167em" /><mi>log</mi><mspace width="0.167em" /><mi>π</mi>', spaced)
+    assert '<mi>log</mi><mo stretchy="false">(</mo>' in site.typeset(r'\log(x)')  # no space before a parenthesis
+    assert '<mo form="prefix">−</mo>' in site.typeset(r'a = -b')  # a sign after a relation
+    assert 'class="tex-overline"' in site.typeset(r'\overline{\log\pi}')
+    assert 'minsize' not in site.typeset(r'\binom{n}{k}')  # parentheses stretched to the fraction
+    assert '<mo lspace="0" rspace="0">,</mo>' in site.typeset(r'k_{1,s}')  # no space inside a script
+
+
+def test_math_text_writes_a_formula_for_an_alternative_text():
+    def alt(tex):
+        return site.plain_text(site.typeset(tex))
+    assert alt(r'\pi_{\text{ref}} = [0.05, 0.45]') == 'π_ref = [0.05, 0.45]'
+    assert alt(r'k_1') == 'k₁' and alt(r'e^{r/\beta}') == 'e^(r/β)' and alt(r'\tfrac12') == '1/2'
+
+
+# --- errors name the notebook and the cell -------------------------------------------------------------------------
+
+def fake_repository(tmp_path, monkeypatch, cells):
+    """A repository of one notebook (cells as given), a README and a REPRODUCTION.md, for site.build."""
+    (tmp_path / 'notebooks').mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = cells
+    for i, cell in enumerate(nb.cells):
+        cell.id = f'cell-{i:02d}'
+    nbformat.write(nb, tmp_path / 'notebooks' / '99_probe.ipynb')
+    for name in ('README.md', 'REPRODUCTION.md'):
+        (tmp_path / name).write_text(f'# {name}\n')
+    monkeypatch.setattr(site, 'REPO', tmp_path)
+    monkeypatch.setattr(site, 'README', tmp_path / 'README.md')
+    monkeypatch.setattr(site, 'REPRODUCTION', tmp_path / 'REPRODUCTION.md')
+    monkeypatch.setattr(site, 'pages', lambda: [('99_probe', '§0', 'probe')])
+    return tmp_path / 'site'
+
+
+def test_a_bad_formula_in_a_markdown_cell_names_the_notebook_and_the_cell(tmp_path, monkeypatch):
+    out = fake_repository(tmp_path, monkeypatch, [nbformat.v4.new_markdown_cell('# probe\n\n$k_1$ fine'),
+                                                  nbformat.v4.new_markdown_cell('then $\\mathbf{x} + \\foo$')])
+    with pytest.raises(site.FormulaError, match=r'notebooks/99_probe\.ipynb, Markdown cell 1 \(id cell-01\): '
+                                                r'cannot typeset \$\\mathbf\{x\} \+ \\foo\$: unknown command \\foo'):
+        site.build(out)
+    assert not out.exists()
+
+
+def test_a_bad_formula_in_a_computed_markdown_output_names_its_code_cell(tmp_path, monkeypatch):
+    code = nbformat.v4.new_code_cell('display(Markdown(text))')
+    code.outputs = [nbformat.v4.new_output('display_data', data={'text/markdown': 'the loss $\\frac{1}{2$'})]
+    out = fake_repository(tmp_path, monkeypatch, [nbformat.v4.new_markdown_cell('# probe'), code])
+    with pytest.raises(site.FormulaError, match=r'99_probe\.ipynb, Markdown output of code cell 1 \(id cell-01\)'):
+        site.build(out)
+
+
+def test_a_formula_inside_raw_html_is_an_error_not_raw_tex_on_the_page(tmp_path, monkeypatch):
+    out = fake_repository(tmp_path, monkeypatch, [
+        nbformat.v4.new_markdown_cell('# probe'),
+        nbformat.v4.new_markdown_cell('<table><tr><td>$\\beta$</td></tr></table>')])
+    with pytest.raises(site.FormulaError, match=r'Markdown cell 1 \(id cell-01\): TeX left untypeset'):
+        site.build(out)
 
 
 def test_rewrite_points_links_at_pages_and_copied_figures():
     page = ('<a href="02_estimator_moments.ipynb#top">x</a><a href="../README.md">r</a>'
             '<a href="../REPRODUCTION.md">p</a><img src="../figures/ch10-seeds.svg"><a href="https://arxiv.org/x.md">w</a>')
     rewritten, figures = site.rewrite_links(page, {'02_estimator_moments'})
-    assert rewritten == ('<a href="02_estimator_moments.html#top">x</a><a href="index.html">r</a>'
+    assert rewritten == ('<a href="02_estimator_moments.html#top">x</a><a href="readme.html">r</a>'
                          '<a href="reproduction.html">p</a><img src="figures/ch10-seeds.svg">'
                          '<a href="https://arxiv.org/x.md">w</a>')
     assert figures == {'ch10-seeds.svg'}
@@ -72,3 +313,10 @@ def test_a_failed_build_keeps_the_previous_site(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match='99_missing'):
         site.build(out)
     assert (out / 'index.html').read_text() == 'previous'
+
+
+def test_main_reports_a_bad_formula_without_a_traceback(tmp_path, monkeypatch, capsys):
+    out = fake_repository(tmp_path, monkeypatch, [nbformat.v4.new_markdown_cell('# probe $\\foo$')])
+    assert site.main(['--out', str(out)]) == 1
+    assert 'make html: notebooks/99_probe.ipynb' in capsys.readouterr().err
+    assert not Path(out).exists()

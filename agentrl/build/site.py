@@ -1,11 +1,16 @@
-"""A static site of the companion: every notebook as committed, REPRODUCTION.md and an index, readable offline.
+"""A static site of the companion: every notebook as committed, the README, REPRODUCTION.md and an index, readable
+offline, with every formula typeset by the build.
 
 Usage: python -m agentrl.build.site [--out site]
 
 Pages are rendered with nbconvert from the committed notebooks (nothing is executed), so the site shows exactly
-what the repository holds. Links between notebooks (`02_estimator_moments.ipynb`), to `../README.md` and to
-`../REPRODUCTION.md` are rewritten to the matching page; figures referenced from Markdown are copied beside the
-pages; outputs' figures are embedded in the page itself. The folder is written next to itself and swapped in
+what the repository holds. Every formula (`$...$`, `$$...$$`, `\\(...\\)`, `\\[...\\]`) in the Markdown cells, the
+computed Markdown outputs, the README, REPRODUCTION.md and the index is converted to MathML by the pinned
+latex2mathml, which browsers render natively: a page fetches nothing, no script and no font from outside `site/`. A
+formula the converter cannot take, or a `$` left in a page's text, stops the build with the notebook and the cell.
+Links between notebooks (`02_estimator_moments.ipynb`), to `../README.md` and to `../REPRODUCTION.md` are rewritten
+to the matching page; figures referenced from Markdown are copied beside the pages; outputs' figures are embedded in
+the page itself, each with its caption as alternative text. The folder is written next to itself and swapped in
 whole, so an interrupted build leaves the previous site (or none), never half of one.
 """
 import argparse
@@ -13,14 +18,270 @@ import html
 import re
 import shutil
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from agentrl.build.registry import BEYOND, SECTIONS
-from agentrl.paths import REPO
+from agentrl.paths import README, REPO, REPRODUCTION
 
-INDEX, REPORT = 'index.html', 'reproduction.html'
+INDEX, REPORT, README_PAGE = 'index.html', 'reproduction.html', 'readme.html'
 LINK = re.compile(r'(?P<attr>href|src)="(?P<target>[^"#?]*)(?P<rest>[#?][^"]*)?"')
 
+# The math font of the last resort, shipped in site/fonts/: DejaVu Serif as matplotlib (pinned) ships it, with an
+# OpenType MATH table; a reader's system math font comes first (see SITE_CSS).
+MATH_FONT, MATH_FONT_LICENSE = 'DejaVuSerif.ttf', 'LICENSE_DEJAVU'
+
+
+# --- formulas -------------------------------------------------------------------------------------------------------
+
+class FormulaError(ValueError):
+    """A formula the build cannot typeset, or TeX left untypeset in a page; the message says where it stands."""
+
+
+FUNCTION_NAMES = frozenset({'arg', 'cos', 'det', 'dim', 'exp', 'inf', 'lim', 'ln', 'log', 'max', 'min', 'sin',
+                            'sup', 'tan'})
+LIMITS_BELOW = frozenset('∑∏⋃⋂')  # large operators whose limits TeX sets below and above in a display
+CLOSING = frozenset(')]}⌋⌉⟩')
+ORDINARY = frozenset('∇∂∞′')  # written as <mo> but set by TeX as ordinary symbols
+OVERLINES = frozenset('―‾\u0305')  # what latex2mathml (and others) put over \overline{...}
+SCRIPTED = frozenset({'msub', 'msup', 'msubsup', 'munder', 'mover', 'munderover'})
+SIGNS = frozenset('−+±∓')  # binary after an operand, a sign anywhere else (TeX: a Bin after a Rel is an Ord)
+AS_OPERATOR = {'~': '∼', '±': '±', '∓': '∓', '⌊': '⌊', '⌋': '⌋', '⌈': '⌈', '⌉': '⌉'}  # latex2mathml writes as <mi>
+ROWS = frozenset({'math', 'mrow', 'mstyle', 'msqrt', 'mtd', 'mpadded', 'mphantom'})  # elements holding a sequence
+ARITY = {'mfrac': 2, 'msub': 2, 'msup': 2, 'munder': 2, 'mover': 2, 'mroot': 2, 'msubsup': 3, 'munderover': 3}
+THIN_SPACE = '0.167em'  # TeX's \, (what latex2mathml writes for it too)
+
+
+def check_braces(tex):
+    """Raise FormulaError unless every '{' of tex is closed by a '}' (escaped \\{ and \\} are not groups)."""
+    depth = 0
+    for token in re.findall(r'\\.|[{}]', tex, flags=re.S):
+        depth += {'{': 1, '}': -1}.get(token, 0)
+        if depth < 0:
+            raise FormulaError('a "}" closes no group')
+    if depth:
+        raise FormulaError(f'{depth} "{{" never closed')
+
+
+def typeset(tex, display=False):
+    """MathML for one formula (TeX without its delimiters) -> str, or FormulaError saying why it cannot be typeset.
+
+    latex2mathml passes an unknown command through as text and accepts a missing argument; both are errors here.
+    Its output is then tidied to read as TeX sets it (see tidy_mathml).
+    """
+    from latex2mathml.converter import convert
+    if not tex.strip():
+        raise FormulaError('empty formula')
+    check_braces(tex)
+    try:
+        mathml = convert(tex, display='block' if display else 'inline')
+    except Exception as error:  # latex2mathml raises its own exception per kind of mistake
+        raise FormulaError(f'latex2mathml cannot parse it ({type(error).__name__}{": " if str(error) else ""}'
+                           f'{error})') from None
+    try:
+        root = ET.fromstring(mathml)
+    except ET.ParseError:  # latex2mathml writes a bare '&' for an alignment it does not understand
+        raise FormulaError('alignment (&) outside a matrix, or a construction latex2mathml writes as broken '
+                           'MathML') from None
+    for element in root.iter():
+        element.tag = element.tag.rpartition('}')[2]  # plain <math> in HTML: no namespace URL in the page
+        text = element.text or ''
+        if '\\' in text:
+            raise FormulaError(f'unknown command {text.strip()}')
+        if element.tag == 'merror' or (element.tag in ('mi', 'mo') and text == '&'):
+            raise FormulaError('alignment (&) or an environment MathML cannot show here')
+        if element.get('linebreak'):
+            raise FormulaError('a line break (\\\\) inside a formula')
+        if element.tag in ARITY and len(element) != ARITY[element.tag]:
+            raise FormulaError(f'a fraction, root or script with a missing argument (<{element.tag}>)')
+    tidy_mathml(root)
+    return ET.tostring(root, encoding='unicode')
+
+
+def _is_function(element):
+    """True for \\log, \\exp, ... (alone or with a script): TeX spaces them as operators."""
+    if element.tag in ('msub', 'msup', 'msubsup', 'munder'):
+        element = element[0]
+    return element.tag == 'mi' and element.text in FUNCTION_NAMES
+
+
+def tidy_mathml(root):
+    """Mend what latex2mathml writes so that the browser sets it as TeX does, in place.
+
+    \\sim, \\pm, \\lfloor... become operators (latex2mathml writes identifiers: '~' for \\sim); a star in a script
+    is the asterisk operator; a large operator's limits go below and above even inside a group; the letters of
+    \\mathrm{KL} become one identifier; \\log and its kin get TeX's thin spaces; \\binom's parentheses stretch to
+    its fraction instead of a fixed 2 em; \\overline is a rule over its argument; operators in scripts and | take no
+    space of their own.
+    """
+    for element in list(root.iter()):
+        if element.tag == 'mi' and element.text in AS_OPERATOR:
+            element.tag, element.text = 'mo', AS_OPERATOR[element.text]
+            element.set('stretchy', 'false')  # \lfloor is not \left\lfloor
+        elif element.tag == 'mo' and element.text == '*':
+            element.text = '∗'
+        elif element.tag == 'mo' and element.text in ('|', '‖'):
+            element.set('lspace', '0')  # ordinary symbols in TeX: |x| and \| take no space of their own
+            element.set('rspace', '0')
+    for element in list(root.iter()):
+        if (element.tag in ('msub', 'msup', 'msubsup') and element[0].tag == 'mo'
+                and element[0].text in LIMITS_BELOW):
+            element.tag = {'msub': 'munder', 'msup': 'mover', 'msubsup': 'munderover'}[element.tag]
+        if element.tag == 'mover' and element[1].tag == 'mo' and element[1].text in OVERLINES:
+            # a rule drawn by CSS: a stretched overline glyph exists in some math fonts and not in others
+            element.remove(element[1])
+            element.tag, element.attrib = 'mrow', {'class': 'tex-overline'}
+        if element.tag in SCRIPTED:  # TeX sets no space around operators in a script: k_{1,s}, y \sim \pi
+            for script in element[1:]:
+                for operator in script.iter('mo'):
+                    operator.set('lspace', '0')
+                    operator.set('rspace', '0')
+    for row in [element for element in root.iter() if element.tag in ROWS]:
+        children = list(row)
+        merged = []
+        for child in children:
+            upright = child.tag == 'mi' and child.get('mathvariant') == 'normal' and len(child) == 0
+            if upright and merged and merged[-1].tag == 'mi' and merged[-1].get('mathvariant') == 'normal':
+                merged[-1].text += child.text
+                continue
+            merged.append(child)
+        spaced = []
+        for i, child in enumerate(merged):
+            if child.tag == 'mi' and child.get('mathvariant') == 'normal' and len(child.text or '') > 1:
+                del child.attrib['mathvariant']  # a name of several letters is upright by default
+            before = next((m for m in reversed(merged[:i]) if m.tag != 'mspace'), None)
+            after = merged[i + 1] if i + 1 < len(merged) else None
+            operand_before = before is not None and (
+                before.tag != 'mo' or before.text in CLOSING or before.text in ORDINARY)
+            if child.tag == 'mo' and child.text in SIGNS and not operand_before:
+                child.set('form', 'prefix')  # '= -x': a sign, not a binary minus with space around it
+            if child.tag == 'mo' and child.text == '/':
+                child.set('lspace', '0')  # TeX's slash is an ordinary symbol: 'r/β', not 'r / β'
+                child.set('rspace', '0')
+            function = _is_function(child)
+            if function and operand_before and spaced and spaced[-1].tag != 'mspace':
+                spaced.append(ET.Element('mspace', width=THIN_SPACE))
+            spaced.append(child)
+            if function and after is not None and after.tag != 'mspace' and (
+                    after.tag != 'mo' or after.text in ORDINARY):
+                spaced.append(ET.Element('mspace', width=THIN_SPACE))
+        for i, child in enumerate(spaced):
+            if (child.tag == 'mfrac' and child.get('linethickness') == '0' and 0 < i < len(spaced) - 1
+                    and spaced[i - 1].tag == spaced[i + 1].tag == 'mo'):
+                for paren in (spaced[i - 1], spaced[i + 1]):
+                    paren.attrib.pop('minsize', None)
+                    paren.attrib.pop('maxsize', None)
+                    paren.set('stretchy', 'true')
+        row[:] = spaced
+
+
+# what a figure's alternative text writes for the operators of a formula (the rest of its symbols are as shown)
+SPACED_OPERATORS = frozenset('=+−-<>≈≤≥∼→←∝×·≠∈∣')
+SUBSCRIPTS = dict(zip('0123456789+−=()aehijklmnoprstuvx', '₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ'))
+SUPERSCRIPTS = dict(zip('0123456789+−=()in∗*', '⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁱⁿ**'))
+
+
+def math_text(element):
+    """A formula's MathML as one line of plain text, for an image's alternative text: 'π_ref = [0.05, 0.45]'."""
+    tag, text = element.tag, (element.text or '').replace('\xa0', ' ')
+    if tag in ('mi', 'mn', 'mtext'):
+        return text
+    if tag == 'mo':
+        return f' {text} ' if text in SPACED_OPERATORS else (', ' if text == ',' else text)
+    if tag == 'mspace':
+        return ' ' if element.get('width') not in (None, THIN_SPACE) else ''
+    parts = [math_text(child) for child in element]
+
+    def script(part, table, mark):
+        part = part.strip()
+        if all(ch in table for ch in part):
+            return ''.join(table[ch] for ch in part)
+        return f'{mark}{part}' if len(part) == 1 else f'{mark}({part})' if mark == '^' else f'{mark}{part}'
+    if tag in ('msub', 'munder') and element[1].tag != 'mo':
+        return parts[0] + script(parts[1], SUBSCRIPTS, '_')
+    if tag in ('msup', 'mover') and element[1].tag != 'mo':
+        return parts[0] + script(parts[1], SUPERSCRIPTS, '^')
+    if tag in ('mover', 'munder'):  # an accent or a brace: the base alone
+        return parts[0]
+    if tag in ('msubsup', 'munderover'):
+        return parts[0] + script(parts[1], SUBSCRIPTS, '_') + script(parts[2], SUPERSCRIPTS, '^')
+    if tag == 'mfrac':
+        return '/'.join(f'({part.strip()})' if re.search(r'[\s/]', part.strip()) else part.strip() for part in parts)
+    if tag == 'msqrt':
+        return f'√({"".join(parts).strip()})'
+    return ''.join(parts)
+
+
+def plain_text(fragment):
+    """The text of an HTML fragment, formulas written out by math_text, white space collapsed."""
+    from bs4 import BeautifulSoup
+    soup = BeautifulSoup(fragment, 'html.parser')
+    for formula in soup.find_all('math'):
+        formula.replace_with(math_text(ET.fromstring(str(formula))))
+    return ' '.join(soup.get_text().split())
+
+
+def _renderer_class():
+    """IPythonRenderer (nbconvert's Markdown renderer) with every formula typeset as MathML and counted."""
+    from nbconvert.filters.markdown_mistune import IPythonRenderer
+
+    class MathMLRenderer(IPythonRenderer):
+        def __init__(self, where, formulas, **options):
+            super().__init__(escape=False, **options)
+            self.where, self.formulas = where, formulas
+
+        def _typeset(self, tex, display, shown):
+            try:
+                mathml = typeset(tex, display)
+            except FormulaError as error:
+                raise FormulaError(f'{self.where}: cannot typeset {shown}: {error}') from None
+            self.formulas.append(tex)
+            return f'<span class="display-formula">{mathml}</span>' if display else mathml
+
+        def inline_math(self, body):
+            return self._typeset(body, False, f'${body}$')
+
+        def block_math(self, body):
+            return self._typeset(body, True, f'$${body}$$')
+
+        def latex_environment(self, name, body):
+            tex = f'\\begin{{{name}}}{body}\\end{{{name}}}'
+            return self._typeset(tex, True, tex)
+    return MathMLRenderer
+
+
+TEX_LEFT = re.compile(r'\$|\\\(|\\\[|\\(?:frac|mathrm|mathbb|text|pi|beta|sum|log)\b')
+
+
+def check_typeset(page_html, where):
+    """Raise FormulaError if the text of rendered Markdown still holds TeX: a formula inside raw HTML, which the
+    Markdown parser leaves alone, or a lone dollar sign (write a literal one as &#36;)."""
+    text = re.sub(r'<(code|pre|math|script|style)\b.*?</\1>', ' ', page_html, flags=re.S | re.I)
+    text = re.sub(r'<[^>]*>', ' ', text)
+    match = TEX_LEFT.search(text)
+    if match:
+        context = ' '.join(text[max(0, match.start() - 60):match.end() + 60].split())
+        raise FormulaError(f'{where}: TeX left untypeset in "{context}" (a formula inside raw HTML is not '
+                           'converted: write it in Markdown; a literal dollar sign is written &#36;)')
+
+
+def render_markdown(source, where, formulas, **options):
+    """Markdown -> HTML as nbconvert renders a cell, every formula typeset (its TeX appended to `formulas`)."""
+    from nbconvert.filters.markdown_mistune import MarkdownWithMath
+    rendered = MarkdownWithMath(renderer=_renderer_class()(where, formulas, **options)).render(source)
+    check_typeset(rendered, where)
+    return rendered
+
+
+def render_inline(source, where, formulas):
+    """One line of Markdown -> HTML without the paragraph around it (for a table cell)."""
+    rendered = render_markdown(source, where, formulas).strip()
+    if rendered.startswith('<p>') and rendered.endswith('</p>'):
+        rendered = rendered[len('<p>'):-len('</p>')]
+    return rendered
+
+
+# --- pages ----------------------------------------------------------------------------------------------------------
 
 def pages():
     """(notebook stem, section label, title) for every notebook, in reading order."""
@@ -48,6 +309,27 @@ def first_line(nb):
     return ''
 
 
+def figure_captions(nb):
+    """{index of a code cell: its figures' caption as Markdown} for every cell whose outputs hold an image.
+
+    The caption is the italic paragraph starting 'Figure' that opens the next Markdown cell; a figure without one
+    is described by the heading of the section it stands in.
+    """
+    captions, heading = {}, ''
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type == 'markdown':
+            headings = re.findall(r'^#+\s+(.+?)\s*#*\s*$', cell.source, flags=re.M)
+            heading = headings[-1] if headings else heading
+            continue
+        if not any(key.startswith('image/') for output in cell.get('outputs', []) for key in output.get('data', {})):
+            continue
+        following = next((c for c in nb.cells[i + 1:] if c.cell_type == 'markdown'), None)
+        opening = re.split(r'\n\s*\n', following.source.strip(), maxsplit=1)[0] if following else ''
+        match = re.fullmatch(r'([*_])(Figure\b.*)\1', opening.strip(), flags=re.S)
+        captions[i] = match.group(2) if match else f'Figure: {heading}' if heading else 'Figure'
+    return captions
+
+
 def rewrite_links(page_html, stems):
     """Point links at pages and copied figures instead of .ipynb/.md files -> (html, figure file names used)."""
     figures = set()
@@ -59,7 +341,7 @@ def rewrite_links(page_html, stems):
         if target.endswith('.ipynb') and name[:-len('.ipynb')] in stems:
             target = name[:-len('.ipynb')] + '.html'
         elif name == 'README.md':
-            target = INDEX
+            target = README_PAGE
         elif name == 'REPRODUCTION.md':
             target = REPORT
         elif '/figures/' in f'/{target}' and not target.startswith(('http:', 'https:', 'data:')):
@@ -73,61 +355,172 @@ def markdown_page(text, title):
     """A notebook holding one Markdown cell (rendered by the same exporter as the notebooks)."""
     import nbformat
     nb = nbformat.v4.new_notebook()
-    nb.cells.append(nbformat.v4.new_markdown_cell(text))
+    nb.cells.append(nbformat.v4.new_markdown_cell(text, id='content'))  # not a random id: same text, same page
     nb.metadata['title'] = title
     return nb
 
 
 def index_markdown(entries):
     """The index page: what the site is, then one row per notebook (an HTML table: Markdown tables break on '|'
-    inside formulas), then the report."""
+    inside formulas), then the README and the report. entries: (stem, label, title, summary as inline HTML)."""
     rows = ''.join(f'<tr><td>{label}</td><td><a href="{stem}.ipynb">{html.escape(title)}</a></td>'
-                   f'<td>{html.escape(summary)}</td></tr>' for stem, label, title, summary in entries)
+                   f'<td>{summary}</td></tr>' for stem, label, title, summary in entries)
     return '\n'.join([
         '# KL, entropy and regularisation: the runnable companion to chapter 10', '',
         'Each page is a notebook of the repository as committed (outputs included), rendered without running it. '
         'Sections 10.1-10.8 come first, then what goes beyond the book.', '',
         f'<table><thead><tr><th>section</th><th>page</th><th>what it shows</th></tr></thead><tbody>{rows}</tbody></table>',
-        '', "The chapter's tables beside ours: [REPRODUCTION.md](../REPRODUCTION.md).", '',
-        'Built by `make html` from the committed notebooks; `make` regenerates the notebooks themselves.'])
+        '', "The chapter's tables beside ours: [the reproduction report](../REPRODUCTION.md). How to run, test and "
+        'rebuild everything: [the README](../README.md).', '',
+        'Built by `make html` from the committed notebooks, formulas typeset as MathML by the build; `make` '
+        'regenerates the notebooks themselves.'])
+
+
+SITE_CSS = """
+/* Formulas are MathML written by the build. The first math font the reader's system has is used, else the one
+   shipped in fonts/ (DejaVu Serif, which has the OpenType MATH table a browser needs to set formulas). */
+@font-face { font-family: "Companion Math"; src: url("fonts/DejaVuSerif.ttf") format("truetype"); }
+math { font-family: "Latin Modern Math", "STIX Two Math", "Cambria Math", "DejaVu Math TeX Gyre", "Companion Math",
+       math; }
+.tex-overline { border-top: 0.06em solid; padding-top: 0.12em; }
+.display-formula { display: block; margin: 0.6em 0; padding: 0.15em 0; overflow-x: auto; overflow-y: hidden; }
+/* a wide table scrolls inside its box instead of widening the page */
+.table-scroll { max-width: 100%; overflow-x: auto; margin-bottom: 1em; }
+.table-scroll > table { margin-bottom: 0; }
+img { max-width: 100%; height: auto; }
+@media print {
+  .jp-InputPrompt, .jp-OutputPrompt { display: none; }
+  .jp-Notebook { padding: 0; }
+  .jp-Cell { break-inside: auto; }
+  .jp-RenderedImage, .jp-RenderedSVG, .display-formula, tr { break-inside: avoid; }
+  h1, h2, h3 { break-after: avoid; }
+  .table-scroll, .display-formula { overflow: visible; }
+  a { color: inherit; }
+}
+"""
+
+# The lab template without what it would fetch from the web (require.js, MathJax, mermaid: nothing here needs them),
+# with the site's CSS, and with each figure's caption as its alternative text.
+TEMPLATE = """{%- extends 'index.html.j2' -%}
+{%- block html_head_js -%}{%- endblock html_head_js -%}
+{%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
+{%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
+{%- block extra_css -%}<style type="text/css">{{ resources.site_css }}</style>{%- endblock extra_css -%}
+{% block data_svg scoped -%}
+<div class="jp-RenderedSVG jp-OutputArea-output {{ extra_class }}" data-mime-type="image/svg+xml">
+<img src="data:image/svg+xml;base64,{{ output.data['image/svg+xml'] | text_base64 | escape_html }}" alt="{{ output.metadata.site_alt | e }}">
+</div>
+{%- endblock data_svg %}
+{% block data_png scoped -%}
+<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
+<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}" alt="{{ output.metadata.site_alt | e }}">
+</div>
+{%- endblock data_png %}
+"""
+
+
+def exporter():
+    """nbconvert's HTMLExporter (lab template) with the site's template and the formulas typeset as MathML.
+
+    Before each page, set `.source` (what an error names: 'notebooks/03_loss_gradients.ipynb'), `.name_cells` (False
+    for a page made of one Markdown file) and `.formulas` (a list that collects the TeX of every formula the page
+    typesets)."""
+    import jinja2
+    from nbconvert import HTMLExporter
+
+    class SiteExporter(HTMLExporter):
+        source, formulas, name_cells = '', [], True
+
+        @jinja2.pass_context
+        def markdown2html(self, context, source):
+            cell, nb = context.get('cell', {}), context.get('nb')
+            where = self.source
+            if nb is not None and self.name_cells:
+                index = next(i for i, c in enumerate(nb.cells) if c is cell)
+                kind = 'Markdown cell' if cell.cell_type == 'markdown' else 'Markdown output of code cell'
+                where = f'{self.source}, {kind} {index} (id {cell.get("id", "?")})'
+            path = context.get('resources', {}).get('metadata', {}).get('path', '')
+            return render_markdown(source, where, self.formulas, attachments=cell.get('attachments', {}),
+                                   embed_images=self.embed_images, path=path,
+                                   anchor_link_text=self.anchor_link_text,
+                                   exclude_anchor_links=self.exclude_anchor_links, **self.lexer_options)
+
+    return SiteExporter(template_name='lab', template_file='site.html.j2',
+                        extra_loaders=[jinja2.DictLoader({'site.html.j2': TEMPLATE})])
+
+
+def finish_page(page_html, name):
+    """The exported page made ready to read offline: tables in a box that scrolls, in-page links that resolve,
+    the inlined style sheets without comments (they cite web addresses)."""
+    from bs4 import BeautifulSoup
+    soup = BeautifulSoup(page_html, 'html.parser')
+    for table in soup.find_all('table'):
+        if 'table-scroll' not in (table.parent.get('class') or []):
+            table.wrap(soup.new_tag('div', attrs={'class': 'table-scroll'}))
+    ids = {element['id'] for element in soup.find_all(id=True)}
+    by_case = {anchor.lower(): anchor for anchor in sorted(ids)}
+    for link in soup.find_all('a', href=re.compile(r'^#.')):
+        anchor = link['href'][1:]
+        if anchor not in ids:
+            if anchor.lower() not in by_case:
+                raise ValueError(f'{name}: a link to #{anchor}, which the page does not have')
+            link['href'] = f'#{by_case[anchor.lower()]}'  # GitHub's anchors are lower case, nbconvert's are not
+    for style in soup.find_all('style'):
+        style.string = re.sub(r'/\*.*?\*/', '', style.string or '', flags=re.S)
+    return str(soup)
 
 
 def build(out):
-    """Render the site into folder `out` (replaced whole) -> list of the page files written."""
+    """Render the site into folder `out` (replaced whole) -> {page file: number of formulas it typesets}."""
+    import matplotlib
     import nbformat
-    from nbconvert import HTMLExporter
 
-    exporter = HTMLExporter(template_name='lab')
+    export = exporter()
     out = Path(out)
     stems = {stem for stem, _, _ in pages()}
     staging = out.with_name(f'.{out.name}.building')
     if staging.exists():
         shutil.rmtree(staging)
     (staging / 'figures').mkdir(parents=True)
-    figures, written, entries = set(), [], []
+    (staging / 'fonts').mkdir()
+    figures, written, entries = set(), {}, []
+
+    def write(name, nb, source, name_cells=False):
+        export.source, export.formulas, export.name_cells = source, [], name_cells
+        body, _ = export.from_notebook_node(nb, resources={'site_css': SITE_CSS})
+        body, used = rewrite_links(body, stems)
+        figures.update(used)
+        (staging / name).write_text(finish_page(body, name))
+        written[name] = len(export.formulas)
+
+    index_formulas = []
     for stem, label, title in pages():
         path = REPO / 'notebooks' / f'{stem}.ipynb'
         if not path.is_file():
             raise FileNotFoundError(f'{path}: listed in agentrl/build/registry.py but missing')
         nb = nbformat.read(path, as_version=4)
         nb.metadata['title'] = f'{label} · {title}'
-        entries.append((stem, label, title, first_line(nb)))
-        body, used = rewrite_links(exporter.from_notebook_node(nb)[0], stems)
-        figures |= used
-        (staging / f'{stem}.html').write_text(body)
-        written.append(f'{stem}.html')
-    report = REPO / 'REPRODUCTION.md'
-    for name, nb in ((REPORT, markdown_page(report.read_text(), 'The chapter beside ours')),
-                     (INDEX, markdown_page(index_markdown(entries), 'Chapter 10 companion'))):
-        body, used = rewrite_links(exporter.from_notebook_node(nb)[0], stems)
-        figures |= used
-        (staging / name).write_text(body)
-        written.append(name)
+        source = f'notebooks/{stem}.ipynb'
+        for i, caption in figure_captions(nb).items():
+            alt = plain_text(render_markdown(caption, f'{source}, the caption of cell {i}', []))
+            for output in nb.cells[i].outputs:
+                output.setdefault('metadata', {})['site_alt'] = alt
+        write(f'{stem}.html', nb, source, name_cells=True)
+        summary = render_inline(first_line(nb), f'the index (the summary of {source})', index_formulas)
+        entries.append((stem, label, title, summary))
+    write(README_PAGE, markdown_page(README.read_text(), 'README · the chapter 10 companion'), 'README.md')
+    write(REPORT, markdown_page(REPRODUCTION.read_text(), 'Reproduction report: the chapter beside ours'),
+          'REPRODUCTION.md')
+    write(INDEX, markdown_page(index_markdown(entries), 'Chapter 10 companion'), 'the index')
+    written[INDEX] += len(index_formulas)
     for name in sorted(figures):
         source = REPO / 'figures' / name
         if not source.is_file():
             raise FileNotFoundError(f'a page shows figures/{name}, which does not exist')
         shutil.copyfile(source, staging / 'figures' / name)
+    fonts = Path(matplotlib.get_data_path()) / 'fonts' / 'ttf'
+    for name in (MATH_FONT, MATH_FONT_LICENSE):
+        shutil.copyfile(fonts / name, staging / 'fonts' / name)
     if out.exists():
         shutil.rmtree(out)
     staging.rename(out)
@@ -138,8 +531,13 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--out', default=str(REPO / 'site'), help='folder to write (replaced whole; default site/)')
     args = parser.parse_args(argv)
-    written = build(args.out)
-    print(f'{len(written)} pages in {args.out}; open {Path(args.out) / INDEX}')
+    try:
+        written = build(args.out)
+    except FormulaError as error:
+        print(f'make html: {error}', file=sys.stderr)
+        return 1
+    print(f'{len(written)} pages, {sum(written.values())} formulas typeset as MathML, in {args.out}; '
+          f'open {Path(args.out) / INDEX}')
     return 0
 
 
