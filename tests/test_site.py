@@ -206,6 +206,13 @@ def test_wide_tables_scroll_inside_their_box(built):
     assert re.search(r'\.table-scroll\s*\{[^}]*overflow-x:\s*auto', (out / site.INDEX).read_text())
 
 
+def test_an_escaped_pipe_in_a_tables_code_reads_as_on_github(built):
+    out, _ = built
+    cells = [code.get_text() for code in soup_of(out / site.REPORT).select('td code')]
+    assert any(' | KL ' in text for text in cells), "the report's table cells lost their pipes"
+    assert not any('\\|' in text for text in cells), 'a table cell of the report shows \\| instead of |'
+
+
 def test_the_same_tree_builds_the_same_bytes(built, tmp_path):
     out, _ = built
     again = tmp_path / 'site'

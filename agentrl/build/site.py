@@ -389,23 +389,24 @@ math { font-family: "Latin Modern Math", "STIX Two Math", "Cambria Math", "DejaV
 .table-scroll > table { margin-bottom: 0; }
 img { max-width: 100%; height: auto; }
 @media print {
-  .jp-InputPrompt, .jp-OutputPrompt { display: none; }
+  .jp-InputPrompt, .jp-OutputPrompt, .jp-InputArea-prompt, .jp-OutputArea-prompt { display: none; }
   .jp-Notebook { padding: 0; }
-  .jp-Cell { break-inside: auto; }
+  .jp-InputArea, .jp-InputArea-editor, .jp-OutputArea-output { overflow: visible; }
+  .jp-InputArea-editor pre, .jp-OutputArea-output pre { font-size: 85%; white-space: pre-wrap; overflow-wrap: anywhere; }
   .jp-RenderedImage, .jp-RenderedSVG, .display-formula, tr { break-inside: avoid; }
   h1, h2, h3 { break-after: avoid; }
   .table-scroll, .display-formula { overflow: visible; }
-  a { color: inherit; }
+  .display-formula { font-size: 85%; }  /* the widest formulas fit a printed line */
 }
 """
 
 # The lab template without what it would fetch from the web (require.js, MathJax, mermaid: nothing here needs them),
-# with the site's CSS, and with each figure's caption as its alternative text.
+# with the site's CSS last in the head (it overrides the lab's), and with each figure's caption as alternative text.
 TEMPLATE = """{%- extends 'index.html.j2' -%}
 {%- block html_head_js -%}{%- endblock html_head_js -%}
 {%- block html_head_js_mathjax -%}{%- endblock html_head_js_mathjax -%}
 {%- block html_head_js_mermaidjs -%}{%- endblock html_head_js_mermaidjs -%}
-{%- block extra_css -%}<style type="text/css">{{ resources.site_css }}</style>{%- endblock extra_css -%}
+{%- block html_head_css -%}<style type="text/css">{{ resources.site_css }}</style>{%- endblock html_head_css -%}
 {% block data_svg scoped -%}
 <div class="jp-RenderedSVG jp-OutputArea-output {{ extra_class }}" data-mime-type="image/svg+xml">
 <img src="data:image/svg+xml;base64,{{ output.data['image/svg+xml'] | text_base64 | escape_html }}" alt="{{ output.metadata.site_alt | e }}">
@@ -450,13 +451,18 @@ def exporter():
 
 
 def finish_page(page_html, name):
-    """The exported page made ready to read offline: tables in a box that scrolls, in-page links that resolve,
-    the inlined style sheets without comments (they cite web addresses)."""
+    """The exported page made ready to read offline: tables in a box that scrolls, '\\|' in a table's code shown
+    as GitHub shows it, in-page links that resolve, the inlined style sheets without comments (they cite web
+    addresses)."""
     from bs4 import BeautifulSoup
     soup = BeautifulSoup(page_html, 'html.parser')
     for table in soup.find_all('table'):
         if 'table-scroll' not in (table.parent.get('class') or []):
             table.wrap(soup.new_tag('div', attrs={'class': 'table-scroll'}))
+    for code in soup.select('td code, th code'):  # GitHub's tables show an escaped pipe in a code span as '|'
+        for text in code.find_all(string=True):
+            if '\\|' in text:
+                text.replace_with(text.replace('\\|', '|'))
     ids = {element['id'] for element in soup.find_all(id=True)}
     by_case = {anchor.lower(): anchor for anchor in sorted(ids)}
     for link in soup.find_all('a', href=re.compile(r'^#.')):
