@@ -111,8 +111,8 @@ def tidy_mathml(root):
     \\sim, \\pm, \\lfloor... become operators (latex2mathml writes identifiers: '~' for \\sim); a star in a script
     is the asterisk operator; a large operator's limits go below and above even inside a group; the letters of
     \\mathrm{KL} become one identifier; \\log and its kin get TeX's thin spaces; \\binom's parentheses stretch to
-    its fraction instead of a fixed 2 em; \\overline is a rule over its argument; operators in scripts and | take no
-    space of their own.
+    its fraction instead of a fixed 2 em; \\overline is a rule over its argument; operators in scripts, |, \\infty and
+    \\nabla take no space of their own.
     """
     for element in list(root.iter()):
         if element.tag == 'mi' and element.text in AS_OPERATOR:
@@ -120,8 +120,8 @@ def tidy_mathml(root):
             element.set('stretchy', 'false')  # \lfloor is not \left\lfloor
         elif element.tag == 'mo' and element.text == '*':
             element.text = '∗'
-        elif element.tag == 'mo' and element.text in ('|', '‖'):
-            element.set('lspace', '0')  # ordinary symbols in TeX: |x| and \| take no space of their own
+        elif element.tag == 'mo' and (element.text in ('|', '‖') or element.text in ORDINARY):
+            element.set('lspace', '0')  # ordinary symbols in TeX: |x|, \|, \infty, \nabla take no space of their own
             element.set('rspace', '0')
     for element in list(root.iter()):
         if (element.tag in ('msub', 'msup', 'msubsup') and element[0].tag == 'mo'
