@@ -260,7 +260,7 @@ def test_math_text_writes_a_formula_for_an_alternative_text():
 
 # --- errors name the notebook and the cell -------------------------------------------------------------------------
 
-def fake_repository(tmp_path, monkeypatch, cells):
+def fake_repository(tmp_path, monkeypatch, cells, readme='# README.md\n'):
     """A repository of one notebook (cells as given), a README and a REPRODUCTION.md, for site.build."""
     (tmp_path / 'notebooks').mkdir()
     nb = nbformat.v4.new_notebook()
@@ -268,8 +268,8 @@ def fake_repository(tmp_path, monkeypatch, cells):
     for i, cell in enumerate(nb.cells):
         cell.id = f'cell-{i:02d}'
     nbformat.write(nb, tmp_path / 'notebooks' / '99_probe.ipynb')
-    for name in ('README.md', 'REPRODUCTION.md'):
-        (tmp_path / name).write_text(f'# {name}\n')
+    (tmp_path / 'README.md').write_text(readme)
+    (tmp_path / 'REPRODUCTION.md').write_text('# REPRODUCTION.md\n')
     monkeypatch.setattr(site, 'REPO', tmp_path)
     monkeypatch.setattr(site, 'README', tmp_path / 'README.md')
     monkeypatch.setattr(site, 'REPRODUCTION', tmp_path / 'REPRODUCTION.md')
@@ -310,6 +310,21 @@ def test_rewrite_points_links_at_pages_and_copied_figures():
                          '<a href="reproduction.html">p</a><img src="figures/ch10-seeds.svg">'
                          '<a href="https://arxiv.org/x.md">w</a>')
     assert figures == {'ch10-seeds.svg'}
+
+
+def test_links_are_read_from_the_folder_of_their_source():
+    page = '<a href="calibration/README.md">c</a><a href="README.md#x">r</a><a href="notebooks/02_x.ipynb">n</a>'
+    rewritten, _ = site.rewrite_links(page, {'02_x'}, base='')
+    assert rewritten == '<a href="calibration/README.md">c</a><a href="readme.html#x">r</a><a href="02_x.html">n</a>'
+
+
+def test_a_link_to_a_file_the_site_does_not_hold_is_left_as_its_text(tmp_path, monkeypatch):
+    readme = '# README\n\nSee [calibration/README.md](calibration/README.md) and [the report](REPRODUCTION.md).\n'
+    out = fake_repository(tmp_path, monkeypatch, [nbformat.v4.new_markdown_cell('# probe')], readme=readme)
+    site.build(out)
+    page = soup_of(out / site.README_PAGE)
+    assert 'See calibration/README.md and the report.' in ' '.join(page.get_text().split())
+    assert [link['href'] for link in page.select('.jp-RenderedMarkdown a:not(.anchor-link)')] == [site.REPORT]
 
 
 def test_a_failed_build_keeps_the_previous_site(tmp_path, monkeypatch):

@@ -15,6 +15,7 @@ whole, so an interrupted build leaves the previous site (or none), never half of
 """
 import argparse
 import html
+import posixpath
 import re
 import shutil
 import sys
@@ -330,21 +331,29 @@ def figure_captions(nb):
     return captions
 
 
-def rewrite_links(page_html, stems):
-    """Point links at pages and copied figures instead of .ipynb/.md files -> (html, figure file names used)."""
+def rewrite_links(page_html, stems, base='notebooks'):
+    """Point links at pages and copied figures instead of .ipynb/.md files -> (html, figure file names used).
+
+    A relative target is read from `base`, the folder of the page's source in the repository (notebooks/ for a
+    notebook and the index, the top for the README and the report): '../README.md' from a notebook is the README's
+    page, 'calibration/README.md' from the README is not. Other targets are left as they are (finish_page unlinks a
+    link to a file the site does not hold).
+    """
     figures = set()
 
     def fix(match):
-        target = match.group('target')
-        rest = match.group('rest') or ''
-        name = target.rsplit('/', 1)[-1]
-        if target.endswith('.ipynb') and name[:-len('.ipynb')] in stems:
-            target = name[:-len('.ipynb')] + '.html'
-        elif name == 'README.md':
+        target, rest = match.group('target'), match.group('rest') or ''
+        if not target or re.match(r'^([a-z][a-z0-9+.-]*:|//)', target, flags=re.I):  # web, data, mailto, anchors
+            return match.group(0)
+        path = posixpath.normpath(posixpath.join(base, target))
+        folder, _, name = path.rpartition('/')
+        if path == 'README.md':
             target = README_PAGE
-        elif name == 'REPRODUCTION.md':
+        elif path == 'REPRODUCTION.md':
             target = REPORT
-        elif '/figures/' in f'/{target}' and not target.startswith(('http:', 'https:', 'data:')):
+        elif folder == 'notebooks' and name.endswith('.ipynb') and name[:-len('.ipynb')] in stems:
+            target = name[:-len('.ipynb')] + '.html'
+        elif folder == 'figures':
             figures.add(name)
             target = f'figures/{name}'
         return f'{match.group("attr")}="{target}{rest}"'
@@ -450,10 +459,10 @@ def exporter():
                         extra_loaders=[jinja2.DictLoader({'site.html.j2': TEMPLATE})])
 
 
-def finish_page(page_html, name):
+def finish_page(page_html, name, site_files):
     """The exported page made ready to read offline: tables in a box that scrolls, '\\|' in a table's code shown
-    as GitHub shows it, in-page links that resolve, the inlined style sheets without comments (they cite web
-    addresses)."""
+    as GitHub shows it, in-page links that resolve, a link to a repository file the site does not hold (site_files:
+    what it holds) left as its text, the inlined style sheets without comments (they cite web addresses)."""
     from bs4 import BeautifulSoup
     soup = BeautifulSoup(page_html, 'html.parser')
     for table in soup.find_all('table'):
@@ -463,6 +472,14 @@ def finish_page(page_html, name):
         for text in code.find_all(string=True):
             if '\\|' in text:
                 text.replace_with(text.replace('\\|', '|'))
+    for link in soup.find_all('a', href=True):
+        target = link['href'].split('#', 1)[0].split('?', 1)[0]
+        if target and not re.match(r'^([a-z][a-z0-9+.-]*:|//)', target, flags=re.I) and target not in site_files:
+            link.unwrap()  # e.g. calibration/README.md: its text names the file; it opens nothing here
+    for image in soup.find_all('img', src=True):
+        target = image['src']
+        if not re.match(r'^([a-z][a-z0-9+.-]*:|//)', target, flags=re.I) and target not in site_files:
+            raise FileNotFoundError(f'{name} shows {target}, which the site does not hold')
     ids = {element['id'] for element in soup.find_all(id=True)}
     by_case = {anchor.lower(): anchor for anchor in sorted(ids)}
     for link in soup.find_all('a', href=re.compile(r'^#.')):
@@ -490,13 +507,15 @@ def build(out):
     (staging / 'figures').mkdir(parents=True)
     (staging / 'fonts').mkdir()
     figures, written, entries = set(), {}, []
+    page_names = {f'{stem}.html' for stem in stems} | {README_PAGE, REPORT, INDEX}
 
-    def write(name, nb, source, name_cells=False):
+    def write(name, nb, source, name_cells=False, base='notebooks'):
         export.source, export.formulas, export.name_cells = source, [], name_cells
         body, _ = export.from_notebook_node(nb, resources={'site_css': SITE_CSS})
-        body, used = rewrite_links(body, stems)
+        body, used = rewrite_links(body, stems, base)
         figures.update(used)
-        (staging / name).write_text(finish_page(body, name))
+        site_files = page_names | {f'figures/{figure}' for figure in used}
+        (staging / name).write_text(finish_page(body, name, site_files))
         written[name] = len(export.formulas)
 
     index_formulas = []
@@ -514,9 +533,9 @@ def build(out):
         write(f'{stem}.html', nb, source, name_cells=True)
         summary = render_inline(first_line(nb), f'the index (the summary of {source})', index_formulas)
         entries.append((stem, label, title, summary))
-    write(README_PAGE, markdown_page(README.read_text(), 'README · the chapter 10 companion'), 'README.md')
+    write(README_PAGE, markdown_page(README.read_text(), 'README · the chapter 10 companion'), 'README.md', base='')
     write(REPORT, markdown_page(REPRODUCTION.read_text(), 'Reproduction report: the chapter beside ours'),
-          'REPRODUCTION.md')
+          'REPRODUCTION.md', base='')
     write(INDEX, markdown_page(index_markdown(entries), 'Chapter 10 companion'), 'the index')
     written[INDEX] += len(index_formulas)
     for name in sorted(figures):
