@@ -98,6 +98,16 @@ def test_every_image_has_its_caption_as_alternative_text(built):
     assert 'k₁, dotted, is drawn on top of k₃' in alts[0]
 
 
+def test_a_figure_without_a_caption_is_described_by_its_section():
+    figure = nbformat.v4.new_code_cell('show()')
+    figure.outputs = [nbformat.v4.new_output('display_data', data={'image/png': 'iVBORw0KGgo=', 'text/plain': 'x'})]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_markdown_cell('## Figure 10.3: how the runs got there\n\nText.'), figure,
+                nbformat.v4.new_markdown_cell('## Next\n\nText.'), figure,
+                nbformat.v4.new_markdown_cell('*Figure 10.4 (f.svg). The $k_1$ curve.*\n\nMore.')]
+    assert site.figure_captions(nb) == {1: 'Figure 10.3: how the runs got there', 3: 'Figure 10.4 (f.svg). The $k_1$ curve.'}
+
+
 # --- formulas -------------------------------------------------------------------------------------------------------
 
 def formulas_in(markdown):

@@ -327,7 +327,8 @@ def figure_captions(nb):
         following = next((c for c in nb.cells[i + 1:] if c.cell_type == 'markdown'), None)
         opening = re.split(r'\n\s*\n', following.source.strip(), maxsplit=1)[0] if following else ''
         match = re.fullmatch(r'([*_])(Figure\b.*)\1', opening.strip(), flags=re.S)
-        captions[i] = match.group(2) if match else f'Figure: {heading}' if heading else 'Figure'
+        described = heading if heading.startswith('Figure') else f'Figure: {heading}' if heading else 'Figure'
+        captions[i] = match.group(2) if match else described
     return captions
 
 
