@@ -7,11 +7,12 @@ Each notebook runs into a temporary file beside its destination; what changes fr
 (papermill and nbclient timings, paths, the injected cell's random id) is stripped; only then is the
 destination replaced. Mistakes are refused before a kernel starts: a parameter the notebook's
 `parameters` cell does not assign, or parameters without --output (which would overwrite the committed
-notebook). Any failure (a cell raising, the kernel dying, a cell outrunning the per-cell limit, a file
-that is not a notebook) leaves the destination untouched, and the command exits 1 with one line naming
-the notebook and the cell as a reader counts it: "cell 7 (the 4th code cell), starting '...'", and leaves
-the committed results and figures as they were too (the kernel writes them into a staging folder that is
-published only when the whole notebook succeeded).
+notebook). A run with other parameters than the committed ones publishes its results and figures aside
+(agentrl.build.side_runs), never over the committed ones. Any failure (a cell raising, the kernel dying, a
+cell outrunning the per-cell limit, a file that is not a notebook) leaves the destination untouched, and
+the command exits 1 with one line naming the notebook and the cell as a reader counts it: "cell 7 (the 4th
+code cell), starting '...'", and leaves the committed results and figures as they were too (the kernel writes
+them into a staging folder that is published only when the whole notebook succeeded).
 """
 import argparse
 import ast
@@ -24,6 +25,7 @@ import tempfile
 from pathlib import Path
 
 from agentrl.atomic import atomic_output
+from agentrl.build.side_runs import DESTINATIONS, aside
 from agentrl.paths import figures_dir, results_dir
 
 KERNEL = 'agentrl-ch10'
@@ -247,7 +249,7 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
     register_engine()
     made = [folder for folder in (dest.parent, *dest.parent.parents) if not folder.exists()]  # deepest first
     try:
-        with atomic_output(dest, '.ipynb') as tmp, staged_outputs() as publish:
+        with atomic_output(dest, '.ipynb') as tmp, aside(src.stem, parameters), staged_outputs() as publish:
             try:  # AGENTRL_PROGRESS=0: no progress bars in the saved outputs (they are for a reader in JupyterLab)
                 with environment(AGENTRL_PROGRESS='0'):
                     papermill.execute_notebook(str(src), str(tmp), parameters=parameters, kernel_name=kernel,
@@ -334,7 +336,8 @@ def staged_outputs():
 
     A notebook records its results key by key as it runs, so without staging a run that fails half-way would leave
     a mix of new and old results. A failed run never calls publish(): the committed files stay as they were. The
-    staging folder starts with a copy of every notebook's results, so a notebook can still read the others'.
+    staging folder starts with a copy of every notebook's results, so a notebook can still read the others'. The
+    kernel learns where its files will be published from the variables of side_runs.DESTINATIONS.
     """
     homes = dict(results=results_dir(), figures=figures_dir())
     with tempfile.TemporaryDirectory(prefix='agentrl-run-') as staging:
@@ -358,7 +361,8 @@ def staged_outputs():
                     with atomic_output(target, path.suffix) as temporary:
                         temporary.write_bytes(data)
 
-        with environment(AGENTRL_RESULTS_DIR=str(staged['results']), AGENTRL_FIGURES_DIR=str(staged['figures'])):
+        with environment(AGENTRL_RESULTS_DIR=str(staged['results']), AGENTRL_FIGURES_DIR=str(staged['figures']),
+                         **{DESTINATIONS[kind]: str(home) for kind, home in homes.items()}):
             yield publish
 
 

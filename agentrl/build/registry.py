@@ -60,6 +60,29 @@ SEED_SUMMARY_KEY = 'seed_summary'
 SEED_VERDICTS_KEY = 'seed_verdicts'
 SCALE_VERDICTS_KEY = 'scale_verdicts'
 
+# Each notebook's parameters as its committed `parameters` cell assigns them, in order (tests/test_side_runs.py
+# keeps the two equal). A run with any other value is a side run (agentrl.build.side_runs): it writes aside.
+PARAMETERS = {
+    '01_bandit_closed_form': {'seed': 0},
+    '02_estimator_moments': {'seed': 0},
+    '03_loss_gradients': {'seed': 0},
+    '04_reward_vs_loss': {'seed': 0},
+    '05_forward_reverse': {'seed': 0},
+    '06_entropy_collapse': {'seed': 0},
+    '07_tinyagent_comparison': {'seed': 0, 'processes': 2},
+    '08_design_questions': {'seed': 0, 'processes': 2},
+    '09_seeds': {'seed': 0, 'seeds': [0, 1, 2], 'processes': 2},
+    '10_exercises': {'seed': 0, 'processes': 2},
+}
+
+
+def committed_parameters(notebook):
+    """The committed parameters of a notebook (file stem) as {name: value}; an unknown notebook raises."""
+    if notebook not in PARAMETERS:
+        raise KeyError(f'no committed parameters for notebook {notebook!r}; the registry knows: '
+                       f'{", ".join(PARAMETERS)}')
+    return PARAMETERS[notebook]
+
 
 @dataclasses.dataclass(frozen=True)
 class BookBlock:
