@@ -23,7 +23,7 @@ endif
 endif
 endif
 
-.PHONY: all chapter beyond notebooks report setup test test-fast calibrate bench lab html clean-venv $(NB_TARGETS)
+.PHONY: all chapter beyond notebooks report setup test test-fast pyramid calibrate bench lab html clean-venv $(NB_TARGETS)
 
 all: notebooks
 	$(PY) -m agentrl.build.report
@@ -73,6 +73,10 @@ test: $(SETUP)
 
 test-fast: $(SETUP)
 	$(PY) -m pytest -m "not slow"
+
+# The README's table of tests per layer, counted from pytest's collection (executes no test).
+pyramid: $(SETUP)
+	$(PY) -m agentrl.build.pyramid --write
 
 # JupyterLab from the project's environment: it finds the project's kernel (registered inside .venv, with the CPU pin).
 # LAB_ARGS passes options, e.g. make lab LAB_ARGS="--no-browser --port 8899".

@@ -7,6 +7,12 @@ from agentrl.build.notebook_runner import environment
 from agentrl.paths import NOTEBOOKS, REPO  # noqa: F401  (re-exported for the tests)
 
 
+def pytest_configure(config):
+    """The marker of the snapshot tests (README, "The tests, layer by layer"); `slow` is declared in pyproject.toml."""
+    config.addinivalue_line('markers', 'snapshot: compares a fresh run with the committed outputs, results or figures, '
+                                       'bit for bit (always also slow)')
+
+
 class NotebookRuns:
     """Executes notebooks on demand into a temporary folder, once per (notebook, parameters), and caches them.
 

@@ -167,6 +167,7 @@ def test_a_fresh_run_reproduces_the_exact_lines(block, notebook_runs):
 
 
 @pytest.mark.slow
+@pytest.mark.snapshot
 @pytest.mark.parametrize('name', ALL_NOTEBOOKS)
 def test_committed_outputs_equal_a_fresh_run(name, notebook_runs):
     committed = nbformat.read(NOTEBOOKS / f'{name}.ipynb', as_version=4)
@@ -179,6 +180,7 @@ def test_committed_outputs_equal_a_fresh_run(name, notebook_runs):
 
 
 @pytest.mark.slow
+@pytest.mark.snapshot
 @pytest.mark.parametrize('name', ALL_NOTEBOOKS)
 def test_committed_results_equal_a_fresh_run(name, notebook_runs):
     assert results.load(name, RESULTS) == notebook_runs.results(name), \
@@ -186,6 +188,7 @@ def test_committed_results_equal_a_fresh_run(name, notebook_runs):
 
 
 @pytest.mark.slow
+@pytest.mark.snapshot
 def test_regenerated_figures_are_byte_identical(notebook_runs, figures_tmp):
     for name in ALL_NOTEBOOKS:
         notebook_runs.run(name)
