@@ -13,6 +13,10 @@ cell outrunning the per-cell limit, a file that is not a notebook) leaves the de
 the command exits 1 with one line naming the notebook and the cell as a reader counts it: "cell 7 (the 4th
 code cell), starting '...'", and leaves the committed results and figures as they were too (the kernel writes
 them into a staging folder that is published only when the whole notebook succeeded).
+
+SIGINT, SIGTERM or SIGHUP stops the run: the kernel, its training workers and their grading workers end within a few
+seconds (agentrl.stopping), no temporary file or staging folder stays, the destination, results and figures are left
+as they were, and one line says so (exit status 128 + the signal's number).
 """
 import argparse
 import ast
@@ -24,6 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from agentrl import stopping
 from agentrl.atomic import atomic_output
 from agentrl.build.side_runs import DESTINATIONS, aside
 from agentrl.paths import figures_dir, results_dir
@@ -38,6 +43,22 @@ ERROR_MARKER_TAG = 'papermill-error-cell-tag'  # cells papermill adds to a faile
 
 class NotebookFailed(RuntimeError):
     """A notebook could not be run to the end; the message names the notebook and the cell concerned."""
+
+
+class _Kernel:
+    """What the runner knows of the kernel of the notebook running now."""
+    managers = []  # its kernel managers (each knows its connection file)
+    cell = None  # the executed index of the cell papermill runs
+    stopped = False  # a stop signal ended a run of this process
+
+
+def _stop_kernels(started_before):
+    """End this process's children that were not running in `started_before` (kernels), with their workers, and
+    remove their connection files."""
+    stopping.stop_processes(set(stopping.children()) - started_before)
+    for manager in _Kernel.managers:
+        with contextlib.suppress(OSError, TypeError):
+            os.unlink(manager.connection_file)
 
 
 def strip_volatile(nb):
@@ -184,6 +205,7 @@ def check_parameters(src, nb, parameters):
 # --- running --------------------------------------------------------------------------------------------------------
 
 _ENGINE = 'agentrl'
+KERNEL_SETUP = "--IPKernelApp.exec_lines=__import__('agentrl.stopping').stopping.start_worker()"
 
 
 @functools.lru_cache(maxsize=None)
@@ -191,8 +213,11 @@ def register_engine():
     """Register (once) papermill's nbclient engine with two changes, under the name _ENGINE.
 
     An exception escaping a cell (the kernel dying, the cell timing out) carries the index of the cell papermill was
-    running as `executed_index`; and after a timeout the busy kernel is killed rather than asked to shut down (asked,
-    it answers with a traceback of its own on stderr).
+    running as `executed_index`; after a timeout the busy kernel is killed rather than asked to shut down (asked,
+    it answers with a traceback of its own on stderr). On a stop signal (stopping.Stopped) the kernel and its workers
+    are ended before nbclient cleans up (asked to shut down, a busy kernel is first interrupted: a KeyboardInterrupt
+    traceback). The kernel leaves at once on SIGTERM, finishing a file it is writing, and when the runner ends
+    (agentrl.stopping.start_worker, run by the kernel before any cell).
     """
     from nbclient.exceptions import CellTimeoutError
     from papermill.clientwrap import PapermillNotebookClient
@@ -201,7 +226,23 @@ def register_engine():
     from papermill.utils import remove_args
 
     class Client(PapermillNotebookClient):
+        def create_kernel_manager(self):
+            manager = super().create_kernel_manager()
+            _Kernel.managers.append(manager)
+            return manager
+
+        @contextlib.contextmanager
+        def setup_kernel(self, **kwargs):
+            before = set(stopping.children())
+            with super().setup_kernel(**kwargs):
+                try:
+                    yield
+                except stopping.Stopped:
+                    _stop_kernels(before)  # nbclient's clean-up then finds the kernel gone
+                    raise
+
         def execute_cell(self, cell, cell_index, *args, **kwargs):
+            _Kernel.cell = cell_index
             try:
                 return super().execute_cell(cell, cell_index, *args, **kwargs)
             except Exception as err:
@@ -217,7 +258,7 @@ def register_engine():
             kwargs = remove_args(['input_path', 'timeout', 'startup_timeout'], **kwargs)
             return Client(nb_man, timeout=execution_timeout, startup_timeout=start_timeout, kernel_name=kernel_name,
                           log=logger, log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
-                          **kwargs).execute()
+                          extra_arguments=[KERNEL_SETUP], **kwargs).execute()
 
     papermill_engines.register(_ENGINE, Engine)
 
@@ -227,6 +268,8 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
 
     Raises NotebookFailed, leaving dest as it was, for an unknown parameter, for parameters with dest = src, for a
     file that is not a notebook, and for a cell that raises, kills the kernel or runs longer than cell_timeout s.
+    A stopping.Stopped raised meanwhile (a signal, under main) ends the kernel's processes and propagates with
+    `written` (whether dest was replaced) and `where` (the cell running, or None) set; dest is as it was unless written.
     """
     import nbformat
     import papermill
@@ -248,13 +291,21 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
                              f'{settings}; pass --output DIR to write the run elsewhere')
     register_engine()
     made = [folder for folder in (dest.parent, *dest.parent.parents) if not folder.exists()]  # deepest first
+    written = False
+    _Kernel.cell, _Kernel.managers = None, []
     try:
-        with atomic_output(dest, '.ipynb') as tmp, aside(src.stem, parameters), staged_outputs() as publish:
+        with contextlib.ExitStack() as finishing, atomic_output(dest, '.ipynb') as tmp, aside(src.stem, parameters), \
+                staged_outputs() as publish:
+            before = set(stopping.children())
             try:  # AGENTRL_PROGRESS=0: no progress bars in the saved outputs (they are for a reader in JupyterLab)
                 with environment(AGENTRL_PROGRESS='0'):
                     papermill.execute_notebook(str(src), str(tmp), parameters=parameters, kernel_name=kernel,
                                                engine_name=_ENGINE, cwd=str(src.parent), progress_bar=False,
                                                log_output=False, execution_timeout=int(cell_timeout))
+            except stopping.Stopped as stop:  # end the kernel and its workers before the staging folder goes
+                stop.where = None if _Kernel.cell is None else where(nb, parameters, _Kernel.cell)
+                _stop_kernels(before)  # (the Client did, unless the signal came while the kernel started)
+                raise
             except papermill.PapermillExecutionError as err:
                 raise NotebookFailed(f'{src}: {where(nb, parameters, err.cell_index)}: '
                                      f'raised {err.ename}: {err.evalue}') from None
@@ -271,10 +322,14 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
                 index = getattr(err, 'executed_index', None)
                 place = 'no cell ran' if index is None else where(nb, parameters, index)
                 raise NotebookFailed(f'{src}: {place}: {type(err).__name__}: {err}') from err
+            finishing.enter_context(stopping.hold())  # from here on a stop waits until dest is replaced
             nb = strip_volatile(nbformat.read(tmp, as_version=4))
             nbformat.write(nb, tmp)
             publish()  # the run succeeded: its results and figures replace the committed ones
-    except NotebookFailed:
+            written = True
+    except (NotebookFailed, stopping.Stopped) as err:
+        if isinstance(err, stopping.Stopped):
+            err.written, err.where = written, getattr(err, 'where', None)
         for folder in made:  # leave no trace, not even the --output folder made for this run
             if folder.is_dir() and not any(folder.iterdir()):
                 folder.rmdir()
@@ -377,17 +432,40 @@ def main(argv=None):
                         help=f'fail when one cell runs longer than this (default {CELL_TIMEOUT})')
     args = parser.parse_args(argv)
     parameters = {name: parse_value(value) for name, value in args.parameter}
-    with side_run_folders(args.output):
-        for path in args.notebooks:
-            dest = path if args.output is None else args.output / path.name
-            print(f'executing {path}', flush=True)
-            try:
-                execute_notebook(path, dest, parameters, cell_timeout=args.cell_timeout)
-            except (NotebookFailed, OSError) as err:
-                print(f'FAILED: {err}', file=sys.stderr)
-                return 1
+    with stopping.raise_on_signals(), side_run_folders(args.output):
+        path = None
+        try:
+            for path in args.notebooks:
+                dest = path if args.output is None else args.output / path.name
+                print(f'executing {path}', flush=True)
+                try:
+                    execute_notebook(path, dest, parameters, cell_timeout=args.cell_timeout)
+                except (NotebookFailed, OSError) as err:
+                    print(f'FAILED: {err}', file=sys.stderr)
+                    return 1
+        except stopping.Stopped as stop:
+            _Kernel.stopped = True
+            print(stopped_line(stop, path, dest if path else None), file=sys.stderr, flush=True)
+            return stop.exit_code
     return 0
 
 
+def stopped_line(stop, path, dest):
+    """The one line a stopped run prints: the signal, the notebook and what was left as it was."""
+    if path is None:
+        return f'STOPPED by {stop.name} before any notebook ran: nothing was written'
+    if getattr(stop, 'written', False):
+        return f'STOPPED by {stop.name} just after {path} was executed and written to {dest}'
+    at = f' in {stop.where}' if getattr(stop, 'where', None) else ''
+    kept = f'{dest} and the results and figures' if dest == path else f'{dest} and its results and figures'
+    return (f'STOPPED by {stop.name}: {path} was interrupted{at}; {kept} are as they were, its kernel and '
+            'workers ended')
+
+
 if __name__ == '__main__':
-    sys.exit(main())
+    status = main()
+    if _Kernel.stopped:  # leave without the interpreter's teardown, which would report the stopped client's tasks
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
+    sys.exit(status)

@@ -9,7 +9,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from multiprocessing import get_context
 
-from agentrl import plotting
+from agentrl import plotting, stopping
 from agentrl.ch10 import experiments
 from agentrl.ch10.regularizers import chapter_plugins
 from agentrl.progress import where_shown
@@ -202,6 +202,20 @@ class _StatusBoard:
             display(Markdown(self.text()))
 
 
+def _ensure_all(specs, processes, done):
+    """Make sure every spec's run is saved, calling done(name, seconds) as each is; in `processes` worker processes
+    that end with this one and leave at once on SIGTERM (a run being saved is finished first: agentrl.stopping)."""
+    if processes > 1 and len(specs) > 1:
+        with ProcessPoolExecutor(max_workers=processes, mp_context=get_context('spawn'),
+                                 initializer=stopping.start_worker) as pool:
+            futures = {pool.submit(_timed_ensure, spec): spec.name for spec in specs}
+            for future in as_completed(futures):
+                done(futures[future], future.result())
+    else:
+        for spec in specs:
+            done(spec.name, _timed_ensure(spec))
+
+
 def ready_runs(specs, processes=2, show=True):
     """Every spec's run, as experiments.run_all gives them, and one line per setting saying whether its run was
     loaded from the run cache or trained now (and in how many seconds, in a worker process when processes > 1)
@@ -216,18 +230,10 @@ def ready_runs(specs, processes=2, show=True):
         raise ValueError(f'run names must be unique, got {names}')
     inits = sorted({spec.init for spec in specs if spec.init is not None and experiments.load_run(spec.init) is None},
                    key=lambda s: s.name)
-    if inits:  # runs that others start from: trained first, as experiments.run_all does
-        experiments.run_all(inits, processes=processes)
+    _ensure_all(inits, processes, lambda name, seconds: None)  # runs that others start from: trained first
     todo = [spec for spec in specs if experiments.load_run(spec) is None]
     board = _StatusBoard(names, {spec.name for spec in todo}, show)
-    if processes > 1 and len(todo) > 1:
-        with ProcessPoolExecutor(max_workers=processes, mp_context=get_context('spawn')) as pool:
-            futures = {pool.submit(_timed_ensure, spec): spec.name for spec in todo}
-            for future in as_completed(futures):
-                board.done(futures[future], future.result())
-    else:
-        for spec in todo:
-            board.done(spec.name, _timed_ensure(spec))
+    _ensure_all(todo, processes, board.done)
     runs = {spec.name: experiments.ensure_run(spec) for spec in specs}  # all saved now: loaded
     board.finish()
     return runs, board.lines()
