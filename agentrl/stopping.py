@@ -181,6 +181,16 @@ def start_worker():
 
 # --- a command's side -------------------------------------------------------------------------------------------
 
+def die_by(signum):
+    """End this process by signal `signum` with its default action, after a clean stop (a calling shell or make then
+    sees the signal, as it would have without the clean-up), flushing stdout and stderr first."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+    os.kill(os.getpid(), signum)
+    os._exit(128 + signum)  # not reached
+
 class _Guard:
     signum = None  # the first stop signal received
     held = 0  # hold() blocks running

@@ -464,8 +464,6 @@ def stopped_line(stop, path, dest):
 
 if __name__ == '__main__':
     status = main()
-    if _Kernel.stopped:  # leave without the interpreter's teardown, which would report the stopped client's tasks
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(status)
+    if _Kernel.stopped:  # end by the signal itself (so a calling shell or make stops too), skipping the interpreter's
+        stopping.die_by(status - 128)  # teardown, which would report the stopped kernel client's pending tasks
     sys.exit(status)
