@@ -173,10 +173,14 @@ def die_with_parent(signum=signal.SIGTERM):
 
 
 def start_worker():
-    """Initializer of a worker process (a pool's `initializer`): it ends with its parent and leaves at once on
-    SIGTERM, finishing an atomic write first."""
+    """Initializer of a worker process (a notebook kernel, a pool's `initializer`): it ends with its parent and
+    leaves at once on SIGTERM, finishing an atomic write first. The resource tracker multiprocessing starts from it
+    (which removes the semaphores of pools whose owner a stop ended) does so without a warning on stderr."""
     exit_on_signal()
     die_with_parent()
+    quiet = 'ignore::UserWarning:multiprocessing.resource_tracker'  # passed on as -W to the tracker it starts
+    if quiet not in sys.warnoptions:
+        sys.warnoptions.append(quiet)
 
 
 # --- a command's side -------------------------------------------------------------------------------------------
