@@ -403,6 +403,7 @@ def search_script(tmp_path, arguments):
 
 
 @pytest.mark.parametrize('how', ['SIGINT', pytest.param('SIGTERM', marks=pytest.mark.slow),
+                                 pytest.param('SIGHUP', marks=pytest.mark.slow),
                                  pytest.param('minutes', marks=pytest.mark.slow)])  # the same stop, other triggers
 def test_a_signal_or_the_session_limit_stops_both_workers_within_seconds_and_keeps_a_consistent_snapshot(tmp_path,
                                                                                                          how):

@@ -792,7 +792,7 @@ def run_trial(study, search, asking, report):
 def worker(index, search, url, session, deadline, stop, claims, asking, messages, parent):
     """A worker process: one trial at a time from the shared storage until told to stop, the session's trials are
     claimed, or the budget is used. It reports ('start'|'end', index, trial number) to the search."""
-    signal.signal(signal.SIGTERM, _on_sigterm)  # SIGINT stays ignored: the search decides
+    signal.signal(signal.SIGTERM, _on_sigterm)  # SIGINT and SIGHUP stay ignored: the search decides
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
     optuna.logging.set_verbosity(optuna.logging.ERROR)  # the search prints one line per trial
     warnings.simplefilter('ignore', optuna.exceptions.ExperimentalWarning)
@@ -881,11 +881,13 @@ class Workers:
         self.processes = [self.start(index) for index in range(search.processes)]
 
     def start(self, index):
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by the worker
+        # ignored by the worker (inherited): Ctrl-C and a closed terminal signal the whole group; the search decides
+        previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGHUP)}
         process = self.context.Process(target=worker, args=(index, *self.args), daemon=True,
                                        name=f'calibration-worker-{index}')
         process.start()
-        signal.signal(signal.SIGINT, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
         self.reported.discard(index)
         return process
 
@@ -951,7 +953,7 @@ def _search(search):
                 'trials' + (f', stops after {search.minutes:g} minutes' if search.minutes else ''))
     signals = []
     handlers = {s: signal.signal(s, lambda signum, frame: signals.append(signal.Signals(signum).name))
-                for s in (signal.SIGINT, signal.SIGTERM)}
+                for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     workers = Workers(search, search.storage or sqlite_url(search.live_path()), clock)
     running, restarts, reason, committed = {}, 0, None, time.time()  # running: worker index -> trial number
     try:
