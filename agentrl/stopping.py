@@ -174,11 +174,16 @@ def die_with_parent(signum=signal.SIGTERM):
 
 def start_worker():
     """Initializer of a worker process (a notebook kernel, a pool's `initializer`): it ends with its parent and
-    leaves at once on SIGTERM, finishing an atomic write first. The resource tracker multiprocessing starts from it
-    (which removes the semaphores of pools whose owner a stop ended) does so without a warning on stderr."""
+    leaves at once on SIGTERM, finishing an atomic write first (and quiet_resource_tracker)."""
     exit_on_signal()
     die_with_parent()
-    quiet = 'ignore::UserWarning:multiprocessing.resource_tracker'  # passed on as -W to the tracker it starts
+    quiet_resource_tracker()
+
+
+def quiet_resource_tracker():
+    """The resource tracker multiprocessing starts from this process (it removes the semaphores of pools whose owner
+    a stop ended) does so without a warning on stderr: the filter is passed on to it as -W."""
+    quiet = 'ignore::UserWarning:multiprocessing.resource_tracker'
     if quiet not in sys.warnoptions:
         sys.warnoptions.append(quiet)
 

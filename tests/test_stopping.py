@@ -266,3 +266,37 @@ def test_atomic_output_still_replaces_and_cleans_up(tmp_path):
         tmp.write_text('2')
         raise RuntimeError
     assert dest.read_text() == '1' and [p.name for p in tmp_path.iterdir()] == ['x.json']
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', ['SIGINT', 'SIGTERM', 'SIGHUP'])
+def test_a_stop_signal_ends_make_calibrate_and_its_measuring_workers(tmp_path, name):
+    """`make calibrate`'s command, stopped while its two workers train: every process ends within 5 s, one line."""
+    from agentrl.paths import cache_dir
+
+    def cache_files():
+        return sorted(p.name for p in cache_dir().rglob('*')) if cache_dir().exists() else []
+
+    status_before, cache_before = git_status(), cache_files()
+    marker = f'stop-test-{uuid.uuid4().hex}'
+    process = subprocess.Popen([sys.executable, '-m', 'agentrl.build.calibrate'], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path,
+                               env=dict(os.environ, TMPDIR=str(tmp_path), AGENTRL_STOP_TEST=marker))
+    procs = wait_for_training(process)
+    signum = getattr(signal, name)
+    started = time.monotonic()
+    process.send_signal(signum)
+    left = set(procs)
+    while left and time.monotonic() - started < 15:
+        left = {pid for pid in left if pid in process_table()} | set(marked(marker))
+        time.sleep(0.05)
+    took = time.monotonic() - started
+    end(left | set(marked(marker)))
+    out, err = process.communicate(timeout=30)
+    print(f'calibrate {name}: every process gone after {took:.2f} s')
+    assert not left, f'still running {took:.0f} s after {name}: {[procs.get(pid, pid) for pid in left]}'
+    assert took < LIMIT_SECONDS and process.returncode == -signum, (took, process.returncode, err)
+    assert out == '' and 'Traceback' not in err and err.splitlines() == [
+        f'STOPPED by {name}: the calibration was interrupted while measuring; nothing was printed or written '
+        '(a cached RL base is whole or absent)'], err
+    assert cache_files() == cache_before and git_status() == status_before

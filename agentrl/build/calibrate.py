@@ -14,15 +14,20 @@ unseen seeds 5-9 (batch seeds 10-19).
 """
 import argparse
 import concurrent.futures
+import contextlib
 import copy
 import dataclasses
 import functools
 import json
 import multiprocessing
+import os
+import signal
 import sys
 
 import torch
 
+from agentrl import stopping
+from agentrl.atomic import atomic_output
 from agentrl.ch10.evaluation import diversity
 from agentrl.core.logprobs import entropy_from_logits, masked_mean, selected_log_probs
 from agentrl.cpu import fixed_threads
@@ -273,9 +278,18 @@ def measure(config, protocol=SEARCH, processes=2):
     prepare(config)  # builds the RL base once, before the workers load it from the cache
     jobs = [('seed', config, s, protocol) for s in protocol.seeds]
     jobs += [('batch', config, s, protocol) for s in protocol.batch_seeds]
-    if processes > 1:
-        with concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context('spawn')) as pool:
+    if processes > 1:  # workers that end with this process and leave at once on SIGTERM (agentrl.stopping)
+        stopping.quiet_resource_tracker()
+        pool = concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context('spawn'),
+                                                      initializer=stopping.start_worker)
+        try:
             results = list(pool.map(_job, jobs))
+        except stopping.Stopped:  # the workers leave now (their grading workers with them); the pool is not shut
+            for pid in stopping.children():  # down (it would wait for them); multiprocessing's resource tracker
+                with contextlib.suppress(OSError):  # ignores SIGTERM and goes when this process has gone
+                    os.kill(pid, signal.SIGTERM)
+            raise
+        pool.shutdown()
     else:
         results = [_job(job) for job in jobs]
     return results[:len(protocol.seeds)], results[len(protocol.seeds):]
@@ -308,16 +322,25 @@ def main(argv=None):
     except ValueError as error:
         parser.error(str(error))
     protocol = SEARCH if args.protocol == 'search' else CONFIRMATION
-    seeds, batches = measure(config, protocol, args.processes)
+    try:
+        with stopping.raise_on_signals():
+            seeds, batches = measure(config, protocol, args.processes)
+    except stopping.Stopped as stop:
+        print(f'STOPPED by {stop.name}: the calibration was interrupted while measuring; nothing was printed or '
+              'written (a cached RL base is whole or absent)', file=sys.stderr, flush=True)
+        return stop.exit_code
     if config != DEFAULT:
         print(f'configuration: {json.dumps(config.describe(), sort_keys=True)}\n')
     rows = judge(seeds, batches)
     print_table(rows, protocol)
     if args.json:
-        with open(args.json, 'w') as file:
-            json.dump(dict(config=config.describe(), seeds=seeds, batches=batches), file)
+        with atomic_output(args.json, '.json') as temporary:
+            temporary.write_text(json.dumps(dict(config=config.describe(), seeds=seeds, batches=batches)))
     return 0 if all(row.holds for row in rows) else 1
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    status = main()
+    if status > 128:  # stopped by a signal: end by it, so make and a calling shell stop too
+        stopping.die_by(status - 128)
+    sys.exit(status)
