@@ -172,7 +172,8 @@ def test_stop_processes_ends_a_tree_and_the_orphans_of_its_group():
         import subprocess, sys, time
         sleeper = [sys.executable, '-c', 'import time; time.sleep(60)']
         own = subprocess.Popen(sleeper, start_new_session=True)
-        orphan_maker = subprocess.Popen([sys.executable, '-c', 'import subprocess, sys; subprocess.Popen(%r)' % sleeper])
+        maker = 'import subprocess, sys; subprocess.Popen(%r)' % sleeper
+        orphan_maker = subprocess.Popen([sys.executable, '-c', maker])
         orphan_maker.wait()
         print(own.pid, flush=True)
         time.sleep(60)
