@@ -23,7 +23,7 @@ endif
 endif
 endif
 
-.PHONY: all chapter beyond notebooks report setup test test-fast pyramid calibrate bench lab html clean-venv $(NB_TARGETS)
+.PHONY: all chapter beyond notebooks report setup test test-fast pyramid calibrate bench lab html mutation mutation-report clean-venv $(NB_TARGETS)
 
 all: notebooks
 	$(PY) -m agentrl.build.report
@@ -108,6 +108,17 @@ calibrate-record: $(SETUP)
 
 bench: $(SETUP)
 	$(PY) -m agentrl.build.bench
+
+# Issue 19's mutation score (agentrl/build/mutation.py): mutmut (pinned) over agentrl/core, the GRPO engine, the
+# sandbox, the rollout, the chapter's regularisers and the verified cache, with their fast tests; writes
+# reports/mutation.md. Not part of `make test` (see the README for how long it takes). MUTATION_ARGS passes options,
+# e.g. MUTATION_ARGS="--keep 'agentrl.substrate.grpo.*'" to retest some mutants and keep the other verdicts.
+mutation: $(SETUP)
+	$(PY) -m agentrl.build.mutation run $(MUTATION_ARGS)
+
+# The report alone, from the verdicts already in mutants/ and reports/mutation-justifications.toml (runs no test).
+mutation-report: $(SETUP)
+	$(PY) -m agentrl.build.mutation report
 
 clean-venv:
 	rm -rf $(VENV)

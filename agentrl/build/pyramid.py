@@ -25,7 +25,7 @@ LAYERS = (
     ('substrate', '`agentrl/substrate`: tokenizer, gym, sandbox, model, sampling, GRPO, RL base',
      ('test_tokenizer.py', 'test_gym.py', 'test_extra_families.py', 'test_sandbox.py', 'test_model.py',
       'test_rollout.py', 'test_grpo.py', 'test_no_signal.py', 'test_bad_inputs.py', 'test_rl_base_cache.py',
-      'test_substrate_config.py', 'test_substrate_end_to_end.py')),
+      'test_substrate_config.py', 'test_substrate_end_to_end.py', 'test_mutation_kills.py')),
     ('chapter 10', '`agentrl/ch10`: plug-ins, runs, claims, the entropy law',
      ('test_mechanisms.py', 'test_covariance_regularisers.py', 'test_runs.py', 'test_live.py', 'test_claims.py',
       'test_entropy_law.py')),
@@ -34,7 +34,7 @@ LAYERS = (
       'test_site.py', 'test_pyramid.py')),
     ('machinery', '`agentrl/build` runner and calibration, caches, CPU pin, import layers',
      ('test_notebook_runner.py', 'test_calibrate.py', 'test_search.py', 'test_verified_cache.py', 'test_cpu_pin.py',
-      'test_layers.py')),
+      'test_layers.py', 'test_mutation_report.py')),
 )
 KINDS = ('fast', 'slow', 'snapshot')  # unmarked; marked slow only; marked snapshot (always also slow)
 

@@ -1,0 +1,330 @@
+"""`make mutation`: mutation testing of the modules issue 19 names, with the fast suite, and the report it writes.
+
+    python -m agentrl.build.mutation run [--keep] [--max-children N] [MUTANT ...]   # mutmut run, then the report
+    python -m agentrl.build.mutation report                                         # the report from mutants/ only
+
+mutmut (pinned in requirements.txt, configured in pyproject.toml's [tool.mutmut]) copies agentrl/ into mutants/,
+rewrites each function of the mutated modules into a trampoline over its mutants and runs, for every mutant, the fast
+tests that call the function (agentrl/build/mutation_plugin.py lets the mutants reach the sandbox's worker process).
+`run` starts from an empty mutants/ unless --keep (then mutmut keeps its earlier verdicts and retests only the named
+mutants, or the new and changed ones).
+
+The report (reports/mutation.md) is written from mutmut's results in mutants/ and the justifications in
+reports/mutation-justifications.toml, never by hand. A surviving mutant is identified by its module, its function and
+the text of the line it changes, before and after (not by mutmut's number or a line number, which shift when code is
+added above it); each justification carries that identity, a kind ('equivalent': no input can tell the mutant from
+the code; 'not worth a test': it changes behaviour nobody relies on) and one line of why. The score is the share of
+non-equivalent mutants the suite detects (killed, or timed out: the mutant made a test run past its time limit). A
+survivor without a justification, and a justification that matches no survivor (stale: its mutant is killed now or
+its line changed), are listed as such.
+"""
+import argparse
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import tomllib
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from agentrl.build.report import write_text
+from agentrl.paths import REPO
+
+REPORT = REPO / 'reports' / 'mutation.md'
+JUSTIFICATIONS = REPO / 'reports' / 'mutation-justifications.toml'
+MUTANTS = REPO / 'mutants'
+RUN_RECORD = MUTANTS / 'agentrl-mutation-run.json'  # what `run` measured (time, mutants tested), for the report
+KINDS = ('equivalent', 'not worth a test')
+TARGET = 0.90
+# mutmut's statuses, grouped for the report
+DETECTED = ('killed', 'timeout')
+
+
+def mutated_modules():
+    """The source files [tool.mutmut] only_mutate selects, as paths relative to the repository."""
+    import fnmatch
+
+    with open(REPO / 'pyproject.toml', 'rb') as f:
+        patterns = tomllib.load(f)['tool']['mutmut']['only_mutate']
+    files = sorted(p.relative_to(REPO).as_posix() for p in (REPO / 'agentrl').rglob('*.py'))
+    return [f for f in files if any(fnmatch.fnmatch(f, p) for p in patterns)]
+
+
+def module_name(path):
+    return path.removesuffix('.py').replace('/', '.').removesuffix('.__init__')
+
+
+def function_of(mutant):
+    """'agentrl.core.kl.x_kl_penalty__mutmut_3' -> 'kl_penalty'; 'xǁSandboxǁrun__mutmut_1' -> 'Sandbox.run'."""
+    name = mutant.rpartition('.')[2].partition('__mutmut_')[0]
+    if name.startswith('x_'):
+        return name[2:]
+    _, cls, method = name.split('ǁ')
+    return f'{cls}.{method}'
+
+
+def changed_lines(diff):
+    """(original lines, mutated lines) of a unified diff, each stripped and joined by ' ⏎ '."""
+    before, after = [], []
+    for line in diff.splitlines():
+        if line.startswith(('---', '+++', '@@')):
+            continue
+        if line.startswith('-'):
+            before.append(line[1:].strip())
+        elif line.startswith('+'):
+            after.append(line[1:].strip())
+    return ' ⏎ '.join(before), ' ⏎ '.join(after)
+
+
+def identity(module, function, line, mutated):
+    """The stable key of a mutant: where it is and what it changes, not mutmut's number or a line number."""
+    return (module, function, ' '.join(line.split()), ' '.join(mutated.split()))
+
+
+def load_justifications(path=JUSTIFICATIONS):
+    """{identity: dict(kind, why)} from the TOML file ([[survivor]] tables with module, function, line, mutant)."""
+    if not Path(path).is_file():
+        return {}
+    with open(path, 'rb') as f:
+        entries = tomllib.load(f).get('survivor', [])
+    out = {}
+    for entry in entries:
+        missing = {'module', 'function', 'line', 'mutant', 'kind', 'why'} - set(entry)
+        if missing:
+            raise ValueError(f'{path}: a [[survivor]] entry lacks {sorted(missing)}: {entry}')
+        if entry['kind'] not in KINDS:
+            raise ValueError(f'{path}: kind must be one of {KINDS}, got {entry["kind"]!r}')
+        key = identity(entry['module'], entry['function'], entry['line'], entry['mutant'])
+        if key in out:
+            raise ValueError(f'{path}: two entries for {key}')
+        out[key] = dict(kind=entry['kind'], why=entry['why'].strip())
+    return out
+
+
+def source_line_number(path, function, text):
+    """The line number of the first line of function `function` in the source file whose text is `text`, or None."""
+    source = (REPO / path).read_text()
+    want = ' '.join(text.split(' ⏎ ')[0].split())
+    lines = source.splitlines()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and '.' in function and node.name == function.split('.')[0]:
+            body = node.body
+        elif isinstance(node, ast.Module):
+            body = node.body
+        else:
+            continue
+        for item in body:
+            if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name == function.split('.')[-1]:
+                for number in range(item.lineno, item.end_lineno + 1):
+                    if ' '.join(lines[number - 1].split()) == want:
+                        return number
+    return None
+
+
+def collect(mutants_dir=MUTANTS):
+    """[dict(module, path, mutant, function, status)] of every mutant mutmut recorded, with the survivors' changes."""
+    from mutmut.mutation.data import SourceFileMutationData
+    from mutmut.mutation.diff_apply import get_diff_for_mutant
+    from mutmut.stats import status_by_exit_code
+
+    rows = []
+    cwd = os.getcwd()
+    os.chdir(mutants_dir.parent)  # mutmut reads mutants/ relative to the project root
+    try:
+        for path in mutated_modules():
+            data = SourceFileMutationData(path=Path(path))
+            data.load()
+            for mutant, code in sorted(data.exit_code_by_key.items(), key=lambda kv: _number_order(kv[0])):
+                row = dict(module=module_name(path), path=path, mutant=mutant, function=function_of(mutant),
+                           status=status_by_exit_code[code])
+                if row['status'] == 'survived':
+                    row['line'], row['mutated'] = changed_lines(get_diff_for_mutant(mutant, path=path))
+                    row['lineno'] = source_line_number(path, row['function'], row['line'])
+                rows.append(row)
+    finally:
+        os.chdir(cwd)
+    return rows
+
+
+def _number_order(mutant):
+    stem, _, number = mutant.rpartition('__mutmut_')
+    return stem, int(number) if number.isdigit() else 0
+
+
+def summarise(rows, justifications):
+    """Counts per module and overall, the survivors with their justification, and the stale justifications."""
+    per_module = defaultdict(Counter)
+    survivors, used = [], set()
+    for row in rows:
+        status = row['status']
+        if status == 'survived':
+            key = identity(row['module'], row['function'], row['line'], row['mutated'])
+            justification = justifications.get(key)
+            if justification:
+                used.add(key)
+                status = 'equivalent' if justification['kind'] == 'equivalent' else 'survived'
+            survivors.append(dict(row, key=key, justification=justification))
+        per_module[row['module']][status] += 1
+        per_module[row['module']]['total'] += 1
+    stale = [dict(key=key, **value) for key, value in justifications.items() if key not in used]
+    return per_module, survivors, stale
+
+
+def score(counts):
+    """(detected, non-equivalent): killed + timeout over every mutant but the equivalent ones."""
+    detected = sum(counts[s] for s in DETECTED)
+    return detected, counts['total'] - counts['equivalent']
+
+
+def _percent(detected, relevant):
+    return f'{100 * detected / relevant:.1f}%' if relevant else 'n/a'
+
+
+def render(rows, justifications, run=None, commit=None):
+    """The report's Markdown text."""
+    per_module, survivors, stale = summarise(rows, justifications)
+    total = Counter()
+    for counts in per_module.values():
+        total.update(counts)
+    detected, relevant = score(total)
+    unchecked = total['not checked']
+    modules = [module_name(p) for p in mutated_modules()]
+    covered = [m for m in modules if per_module[m]['total'] - per_module[m]['not checked'] > 0]
+    lines = ['# Mutation score', '',
+             '<!-- written by `make mutation` (agentrl/build/mutation.py) from mutmut\'s results in mutants/ and the '
+             'justifications in reports/mutation-justifications.toml; do not edit by hand -->', '']
+    if unchecked:
+        lines += [f'**PARTIAL RUN**: {unchecked} of {total["total"]} mutants were not checked; the score below counts '
+                  'only the checked ones. Modules with every mutant checked: '
+                  + ', '.join(f'`{m}`' for m in modules if per_module[m]['not checked'] == 0 and per_module[m]['total'])
+                  + '; modules not (or not fully) checked: '
+                  + ', '.join(f'`{m}`' for m in modules if per_module[m]['not checked'] or not per_module[m]['total'])
+                  + '.', '']
+    checked = Counter(total)
+    checked['total'] -= unchecked
+    detected, relevant = score(checked)
+    verdict = 'meets' if relevant and detected / relevant >= TARGET else 'does not meet'
+    lines += [f'**Score: {_percent(detected, relevant)}** of the non-equivalent mutants detected ({detected} of '
+              f'{relevant}: killed or timed out), which {verdict} the target of {TARGET:.0%}. '
+              f'{total["equivalent"]} mutants are equivalent (justified below).', '']
+    if run:
+        per = run['seconds'] / run['tested'] if run.get('tested') else None
+        lines += [f'Run: `{run["command"]}` at commit `{commit or run.get("commit", "?")}`, mutmut {run["mutmut"]}, '
+                  f'{run["children"]} worker processes, {run["seconds"] / 60:.0f} min wall time for {run["tested"]} '
+                  f'mutants tested' + (f' ({per:.2f} s per mutant' if per else '')
+                  + (f'; {run["note"]}' if run.get('note') else '') + (')' if per else '') + '.', '']
+    lines += ['Mutated with the fast tests of these modules only (pyproject.toml, `[tool.mutmut]`); a mutant is '
+              '*killed* when a test fails, *timeout* when the tests run past mutmut\'s limit (15 times their clean '
+              'duration), *survived* when every test passes; *no tests* means no selected test calls the function.', '',
+              '| module | mutants | killed | timeout | survived | equivalent | no tests | not checked | other '
+              '| score |',
+              '|---|---|---|---|---|---|---|---|---|---|']
+    known = {'total', 'killed', 'timeout', 'survived', 'equivalent', 'no tests', 'not checked'}
+    for m in modules + ['**all**']:
+        c = total if m == '**all**' else per_module[m]
+        other = sum(v for k, v in c.items() if k not in known)
+        cc = Counter(c)
+        cc['total'] -= c['not checked']
+        name = m if m == '**all**' else f'`{m}`'
+        lines.append(f'| {name} | {c["total"]} | {c["killed"]} | {c["timeout"]} | {c["survived"]} | '
+                     f'{c["equivalent"]} | {c["no tests"]} | {c["not checked"]} | {other} | {_percent(*score(cc))} |')
+    lines += ['', '## Surviving mutants', '',
+              'Each with its justification from reports/mutation-justifications.toml (keyed by module, function and '
+              'the changed line before and after). Equivalent ones are left out of the score; the others count as '
+              'not detected.', '']
+    unjustified = [s for s in survivors if not s['justification']]
+    if unjustified:
+        lines += [f'**{len(unjustified)} survivors have no justification yet** (marked *unjustified*).', '']
+    by_module = defaultdict(list)
+    for s in survivors:
+        by_module[s['module']].append(s)
+    for m in modules:
+        if not by_module[m]:
+            continue
+        lines += [f'### `{m}`', '']
+        for s in by_module[m]:
+            where = f'{s["path"]}:{s["lineno"]}' if s.get('lineno') else s['path']
+            j = s['justification']
+            label = f'**{j["kind"]}**: {j["why"]}' if j else '**unjustified**'
+            change = f'`{s["line"]}` → `{s["mutated"] or "(deleted)"}`'
+            lines.append(f'- `{s["function"]}` ({where}): {change} — {label}')
+        lines.append('')
+    if not survivors:
+        lines += ['None.', '']
+    lines += ['## Stale justifications', '']
+    if stale:
+        lines += ['These entries of reports/mutation-justifications.toml match no surviving mutant (the mutant is '
+                  'killed now, was not checked in this run, or its line changed): review and remove them.', '']
+        lines += [f'- `{module}` `{function}`: `{line}` → `{mutated}` ({s["kind"]})'
+                  for s in stale for module, function, line, mutated in [s['key']]]
+    else:
+        lines += ['None: every justification matches a surviving mutant.']
+    return '\n'.join(lines) + '\n'
+
+
+def write_report(path=REPORT):
+    run = json.loads(RUN_RECORD.read_text()) if RUN_RECORD.is_file() else None
+    text = render(collect(), load_justifications(), run=run)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text(path, text)
+    return text
+
+
+def _git_commit():
+    done = subprocess.run(['git', 'describe', '--always', '--dirty'], cwd=REPO, capture_output=True, text=True)
+    return done.stdout.strip() or '?'
+
+
+def run(mutants=(), keep=False, max_children=2, note=None):
+    """mutmut run over the configured modules (or only the named mutants, globs allowed), timed; then the report."""
+    import importlib.metadata
+
+    if not keep and MUTANTS.exists():
+        shutil.rmtree(MUTANTS)
+    mutmut = Path(sys.executable).with_name('mutmut')
+    command = [str(mutmut), 'run', '--max-children', str(max_children), *mutants]
+    before = _checked_count() if keep else 0
+    start = time.monotonic()
+    done = subprocess.run(command, cwd=REPO)
+    seconds = time.monotonic() - start
+    record = dict(command='make mutation' if not mutants and not keep else ' '.join(['mutmut', *command[1:]]),
+                  seconds=round(seconds, 1), tested=_checked_count() - before, children=max_children,
+                  mutmut=importlib.metadata.version('mutmut'), commit=_git_commit(), note=note)
+    if RUN_RECORD.parent.is_dir():
+        RUN_RECORD.write_text(json.dumps(record, indent=1))
+    print(f'mutmut finished (exit code {done.returncode}) in {seconds / 60:.1f} min')
+    text = write_report()
+    print(next(line for line in text.splitlines() if line.startswith('**Score')))
+    return done.returncode
+
+
+def _checked_count():
+    if not MUTANTS.is_dir():
+        return 0
+    count = 0
+    for meta in MUTANTS.rglob('*.py.meta'):
+        count += sum(code is not None for code in json.loads(meta.read_text())['exit_code_by_key'].values())
+    return count
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    sub = parser.add_subparsers(dest='what', required=True)
+    r = sub.add_parser('run', help='run mutmut (from an empty mutants/ unless --keep), then write the report')
+    r.add_argument('mutants', nargs='*', help='only these mutants (mutmut names, globs allowed)')
+    r.add_argument('--keep', action='store_true', help="keep mutants/ and mutmut's earlier verdicts")
+    r.add_argument('--max-children', type=int, default=2)
+    r.add_argument('--note', help='a remark recorded with the run time (e.g. the machine was busy)')
+    sub.add_parser('report', help='write reports/mutation.md from mutants/ and the justifications')
+    args = parser.parse_args(argv)
+    if args.what == 'run':
+        return run(args.mutants, keep=args.keep, max_children=args.max_children, note=args.note)
+    print(write_report())
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
