@@ -5,6 +5,7 @@ doing it is broken.
 """
 import ast
 import math
+import re
 import os
 import warnings
 
@@ -22,6 +23,8 @@ from agentrl.verified_cache import load_verified, save_verified
 @pytest.mark.parametrize('call, names', [
     (lambda: arl.kl_penalty(torch.zeros(2, 3), torch.zeros(3), 'k3'), ('logp', 'ref_logp')),
     (lambda: masked_mean(torch.zeros(2, 3), torch.ones(3)), ('x', 'mask')),
+    (lambda: __import__('agentrl.ch10.regularizers', fromlist=['x']).centered_cross_product(
+        torch.zeros(2, 3), torch.zeros(2), torch.ones(3)), ('logp', 'mask')),
 ])
 def test_a_shape_mismatch_names_both_arguments_and_both_shapes(call, names):
     # the message is what a user reads to find which tensor is wrong: both names, both shapes, in order
@@ -304,3 +307,326 @@ def test_a_nan_output_never_matches_even_a_nan_expected_value():
     nan = float('nan')
     assert not _same_value('nan', nan) and not _same_value('[nan]', [nan]) and not _same_value('(1, nan)', (1, nan))
     assert _same_value('[1, 2.5]', [1, 2.5]) and _same_value('{1: "a"}', {1: 'a'})
+
+
+def _box_talking_to(script):
+    """A Sandbox whose 'worker' is `script` (python -c): what the parent does with a worker that misbehaves."""
+    import subprocess
+    import sys
+
+    from agentrl.substrate.sandbox import Sandbox
+
+    box = Sandbox(wall_seconds=5.0)
+    box.process = subprocess.Popen([sys.executable, '-c', script], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    box.owner = os.getpid()
+    return box
+
+
+@pytest.mark.parametrize('reply, outcome', [
+    ('[1, 2]', ('crash', 'the worker was stopped (crash)')),  # JSON, but not an object
+    ('not json', ('crash', 'the worker was stopped (crash)')),
+    ('{"status": "ok", "outputs": []}', ('fail', 'wrong number of outputs')),  # one output per test, or a failure
+    ('{"status": "ok", "outputs": "1"}', ('fail', 'wrong number of outputs')),
+])
+def test_the_parent_turns_a_reply_it_cannot_use_into_a_crash_or_a_failure(reply, outcome):
+    box = _box_talking_to(f'import sys\nsys.stdin.readline()\nprint({reply!r}, flush=True)\nsys.stdin.readline()')
+    try:
+        assert box.run('def f ( a0 ) :\n    return a0\n', 'f', [((1,), 1)]) == outcome
+        assert box.counts['crash'] == (outcome[0] == 'crash')
+    finally:
+        box.close()
+
+
+def test_a_wrong_answer_fails_as_a_wrong_output_and_every_crash_is_counted():
+    from agentrl.substrate import sandbox
+
+    box = sandbox.Sandbox(wall_seconds=1.0)
+    try:
+        assert box.run('def f ( a0 ) :\n    return a0 + 1\n', 'f', [((1,), 1)]) == ('fail', 'wrong output')
+        echo = 'def f ( a0 ) :\n    return "x" * a0\n'
+        for crashes in (1, 2):  # a reply over the size limit is a crash, and each one is counted
+            big = sandbox.MAX_REPLY_BYTES
+            assert box.run(echo, 'f', [((big,), 'x' * big)])[0] == 'crash' and box.counts['crash'] == crashes
+    finally:
+        box.close()
+
+
+def test_a_reply_of_exactly_the_size_limit_is_read_and_one_byte_more_is_a_crash():
+    import json
+
+    from agentrl.substrate import sandbox
+
+    overhead = len(json.dumps(dict(status='ok', outputs=[repr('')])).encode()) + 1  # the reply line, newline included
+    n = sandbox.MAX_REPLY_BYTES - overhead
+    box = sandbox.Sandbox(wall_seconds=2.0)
+    try:
+        echo = 'def f ( a0 ) :\n    return "x" * a0\n'
+        assert box.run(echo, 'f', [((n,), 'x' * n)]) == ('pass', 'every output matches')
+        assert box.run(echo, 'f', [((n + 1,), 'x' * (n + 1))])[0] == 'crash'
+    finally:
+        box.close()
+
+
+# ------------------------------------------------------------------------------------------- GRPO settings
+
+_INT = 'an int'
+_FINITE = 'a finite number'
+_TEMPERATURE = "in [0.01, 100.0] (beyond, logits / temperature leave float32's useful range)"
+_SEED = 'in [0, 2**63) (a torch.Generator seed)'
+_REFUSED = [  # (field, value, what the message says is allowed): each just past its boundary, or of a wrong type
+    ('lr', 0.0, '> 0'), ('lr', -1e-9, '> 0'), ('epochs', 0, '>= 1'), ('minibatches', 0, '>= 1'),
+    ('temperature', 0.0099, _TEMPERATURE), ('temperature', 100.01, _TEMPERATURE),
+    ('seed', -1, _SEED), ('seed', 2 ** 63, _SEED), ('eval_seed', -1, _SEED), ('eval_seed', 2 ** 63, _SEED),
+    ('kl_coef', -1e-9, '>= 0'), ('clip_low', 0.0, 'in (0, 1)'), ('clip_low', 1.0, 'in (0, 1)'),
+    ('clip_high', 0.0, '> 0'), ('max_grad_norm', 0.0, '> 0'), ('group_size', 1, '>= 2'),
+    ('tasks_per_step', 0, '>= 1'), ('max_redraws', -1, '>= 0'), ('max_turns', 0, '>= 1'),
+    ('max_call_words', 1, '>= 2'), ('max_call_words', 2.0, 'an int or None'), ('max_call_words', True, 'an int or None'),
+    ('turn_cost', -1e-9, '>= 0'), ('eval_every', -1, '>= 0'), ('eval_group_size', 0, '>= 1'),
+] + [(name, value, _INT) for name in ('seed', 'epochs', 'minibatches', 'group_size', 'tasks_per_step', 'max_redraws',
+                                      'max_turns', 'eval_every', 'eval_group_size', 'eval_seed')
+     for value in (2.0, True)] + [
+    (name, value, _FINITE) for name in ('lr', 'temperature', 'kl_coef', 'clip_low', 'clip_high', 'max_grad_norm',
+                                        'turn_cost')
+    for value in (float('nan'), float('inf'), -float('inf'), True, '1')]
+_ALLOWED = [('lr', 1e-9), ('lr', 1), ('epochs', 1), ('minibatches', 1), ('temperature', 0.01), ('temperature', 100.0),
+            ('seed', 0), ('seed', 2 ** 63 - 1), ('eval_seed', 2 ** 63 - 1), ('kl_coef', 0.0), ('kl_coef', 0),
+            ('clip_low', 1e-9), ('clip_low', 1 - 1e-9), ('clip_high', 1e-9), ('clip_high', 5.0),
+            ('max_grad_norm', 1e-9), ('group_size', 2), ('tasks_per_step', 1), ('max_redraws', 0), ('max_turns', 1),
+            ('max_call_words', None), ('max_call_words', 2), ('turn_cost', 0.0), ('eval_every', 0),
+            ('eval_group_size', 1), ('kl_kind', 'k1+'), ('kl_kind', 'k3+')]
+
+
+@pytest.mark.parametrize('name, value, allowed', _REFUSED, ids=lambda x: repr(x))
+def test_each_setting_just_past_its_range_is_refused_naming_the_field_the_range_and_the_value(name, value, allowed):
+    with pytest.raises(ValueError) as raised:
+        arl.RLConfig(**{name: value})
+    assert str(raised.value) == f'RLConfig.{name} must be {allowed}, got {value!r}'
+
+
+@pytest.mark.parametrize('name, value', _ALLOWED, ids=lambda x: repr(x))
+def test_each_setting_at_its_boundary_is_accepted(name, value):
+    assert getattr(arl.RLConfig(**{name: value}), name) == value
+
+
+def test_an_unknown_kl_kind_is_refused_naming_the_field_and_the_valid_kinds():
+    with pytest.raises(ValueError, match=r"^RLConfig\.kl_kind: unknown KL kind 'k4'; valid kinds: 'k1', 'k2', 'k3', "
+                                         r"'k1\+', 'k3\+'$"):
+        arl.RLConfig(kl_kind='k4')
+
+
+
+# ------------------------------------------------------------------------------------------- chapter 10's plug-ins
+
+def _fake_batch():
+    torch.manual_seed(0)
+    ids = torch.tensor([[0, 2, 1, 3], [1, 1, 0, 2]])
+    mask = torch.tensor([[0.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    sample_logp = torch.log(torch.rand(2, 3)) * mask
+    return dict(ids=ids, action_mask=mask, sample_logp=sample_logp, rewards=torch.tensor([1.0, 0.0]))
+
+
+_REF_LOGITS = torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(1))
+
+
+def _reference(tokens):  # a reference policy: fixed logits [B, T, V] whatever the tokens
+    return _REF_LOGITS
+
+
+def test_sequence_kl_sums_log_pi_old_minus_log_ref_over_policy_tokens_at_temperature_1_by_default():
+    from agentrl.ch10.regularizers import sequence_kl
+
+    batch = _fake_batch()
+    ref = torch.log_softmax(_REF_LOGITS.double()[:, :-1], -1)
+    expected = [sum(float(batch['sample_logp'][b, t]) - float(ref[b, t, batch['ids'][b, t + 1]])
+                    for t in range(3) if batch['action_mask'][b, t]) for b in range(2)]
+    assert torch.allclose(sequence_kl(batch, _reference).double(), torch.tensor(expected, dtype=torch.double),
+                          atol=1e-5)
+    hot = torch.log_softmax(_REF_LOGITS.double()[:, :-1] / 2.0, -1)  # at temperature 2 the reference is flatter
+    expected_hot = [sum(float(batch['sample_logp'][b, t]) - float(hot[b, t, batch['ids'][b, t + 1]])
+                        for t in range(3) if batch['action_mask'][b, t]) for b in range(2)]
+    assert torch.allclose(sequence_kl(batch, _reference, 2.0).double(), torch.tensor(expected_hot, dtype=torch.double),
+                          atol=1e-5)
+
+
+def test_kl_in_reward_lowers_each_reward_by_coef_times_its_episodes_kl():
+    from agentrl.ch10.regularizers import KLInReward, sequence_kl
+
+    batch, record = _fake_batch(), {}
+    term = KLInReward(_reference, 0.5)
+    term.begin(None, arl.RLConfig())
+    per_episode = sequence_kl(batch, _reference)
+    term.shape_rewards(batch, record)
+    assert torch.allclose(batch['rewards'], torch.tensor([1.0, 0.0]) - 0.5 * per_episode)
+    assert record['kl_seq'] == pytest.approx(per_episode.mean().item())
+
+
+def test_kl_in_reward_freezes_its_own_copy_of_the_starting_policy():
+    from agentrl.ch10.regularizers import KLInReward
+
+    model = torch.nn.Linear(3, 2)
+    term = KLInReward(None, 0.1)
+    term.begin(model, arl.RLConfig(temperature=2.0))
+    before = [p.detach().clone() for p in term.reference.parameters()]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)  # training moves the policy ...
+    assert all(torch.equal(a, b) for a, b in zip(before, term.reference.parameters()))  # ... not the reference
+    assert not term.reference.training and term.temperature == 2.0
+
+
+@pytest.mark.parametrize('kwargs, kinds', [
+    (dict(), []),  # no coefficient: the plain engine update
+    (dict(entropy_coef=0.1), ['EntropyBonus']),
+    (dict(ref_model='ref', kl_coef=0.2), ['ReferenceKL']),
+    (dict(ref_model='ref'), []),  # a reference but kl_coef 0: no KL term
+    (dict(kl_coef=0.2), []),  # a coefficient but no reference: no KL term
+    (dict(entropy_coef=0.1, ref_model='ref', kl_coef=0.2), ['EntropyBonus', 'ReferenceKL']),
+])
+def test_regularized_update_plugs_in_exactly_the_terms_its_coefficients_ask_for(monkeypatch, kwargs, kinds):
+    from agentrl.ch10 import regularizers
+
+    calls = []
+    monkeypatch.setattr(regularizers, 'rl_update', lambda *args, **kw: calls.append(kw['plugins']) or 'stats')
+    cfg = arl.RLConfig(kl_coef=kwargs.pop('kl_coef', 0.0))
+    assert regularizers.regularized_update('model', 'optimizer', 'batch', 'advantages', cfg, **kwargs) == 'stats'
+    (plugins,) = calls
+    assert [type(p).__name__ for p in plugins] == kinds
+    for p in plugins:
+        assert p.coef == (0.1 if isinstance(p, regularizers.EntropyBonus) else 0.2)
+
+
+# ------------------------------------------------------------------------------------------- GRPO engine
+
+def test_zero_steps_is_a_run_that_trains_nothing_and_other_counts_are_refused():
+    model = torch.nn.Linear(2, 2)
+    before = [p.detach().clone() for p in model.parameters()]
+    assert arl.train_rl(model, [], None, arl.RLConfig(eval_every=0), steps=0) == []
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    for steps in (2.5, True, -1, '3'):
+        with pytest.raises(ValueError, match=rf'^steps must be an int >= 0, got {re.escape(repr(steps))}$'):
+            arl.train_rl(model, [], None, arl.RLConfig(), steps=steps)
+
+
+def test_the_reference_kl_freezes_its_own_copy_of_the_starting_policy():
+    from agentrl.substrate.grpo import ReferenceKL
+
+    model = torch.nn.Linear(3, 2)
+    term = ReferenceKL(None, 0.1, 'k3')
+    term.begin(model, arl.RLConfig())
+    before = [p.detach().clone() for p in term.reference.parameters()]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+    assert all(torch.equal(a, b) for a, b in zip(before, term.reference.parameters())) and not term.reference.training
+
+
+def test_a_step_without_update_logs_the_policy_token_entropy_at_the_sampling_temperature():
+    from agentrl.substrate.grpo import skipped_update
+
+    logits = torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(3))
+    batch = dict(ids=torch.zeros(2, 4, dtype=torch.long), action_mask=torch.tensor([[1.0, 0.0, 1.0], [0.0, 1.0, 1.0]]))
+    p = torch.softmax(logits.double()[:, :-1] / 2.0, -1)
+    entropy = -(p * p.log()).sum(-1)
+    expected = float((entropy * batch['action_mask']).sum() / 4)
+    stats = skipped_update(lambda ids: logits, batch, arl.RLConfig(temperature=2.0))
+    assert stats['grad_norm'] == 0.0 and stats['entropy'] == pytest.approx(expected, abs=1e-5)
+
+
+def test_heldout_pass_at_1_samples_the_given_tasks_with_its_own_seeded_draws_and_averages_the_rewards(monkeypatch):
+    from agentrl.substrate import grpo
+
+    seen = {}
+
+    def fake_sample_groups(model, env_factory, tasks, tok, cfg, generator):
+        seen.update(tasks=tasks, group_size=cfg.group_size, seed=generator.initial_seed(), env=env_factory())
+        return [_traj(0, r) for r in (1.0, 0.0, 0.0, 1.0, 1.0)]
+
+    monkeypatch.setattr(grpo, 'sample_groups', fake_sample_groups)
+    monkeypatch.setattr(grpo, 'make_env', lambda cfg: ('env for', cfg.max_turns, cfg.group_size))
+    cfg = arl.RLConfig(eval_seed=7, eval_group_size=16, max_turns=3)
+    assert grpo.heldout_pass_at_1(None, None, cfg, tasks=['a', 'b'], attempts=4, seed=11) == pytest.approx(3 / 5)
+    assert seen == dict(tasks=['a', 'b'], group_size=4, seed=11, env=('env for', 3, 4))
+    grpo.heldout_pass_at_1(None, None, cfg, tasks=['a'])  # the defaults: cfg's eval_group_size and eval_seed
+    assert seen['group_size'] == 16 and seen['seed'] == 7
+
+
+@pytest.mark.parametrize('kwargs, match', [
+    (dict(entropy_coef=-0.1), r'^entropy_coef must be a finite number >= 0, got -0\.1$'),
+    (dict(entropy_coef=float('nan')), r'^entropy_coef must be a finite number >= 0, got nan$'),
+    (dict(entropy_coef=float('inf')), r'^entropy_coef must be a finite number >= 0, got inf$'),
+    (dict(kl_target=0.0, kl_coef=0.1), r'^kl_target=0\.0 needs kl_target > 0'),
+    (dict(kl_target=-1.0, kl_coef=0.1), r'^kl_target=-1\.0 needs'),
+    (dict(kl_target=float('nan'), kl_coef=0.1), r'^kl_target=nan needs'),
+    (dict(kl_target=0.05), r'\(got kl_coef=0\.0, kl_in_reward=False\)$'),  # no KL to steer
+    (dict(kl_target=0.05, kl_coef=0.1, kl_in_reward=True), r'kl_in_reward=True\)$'),  # the KL is in the reward
+])
+def test_chapter_plugins_refuse_each_impossible_setting_saying_why(kwargs, match):
+    from agentrl.ch10.regularizers import chapter_plugins
+
+    cfg = arl.RLConfig(kl_coef=kwargs.pop('kl_coef', 0.0))
+    with pytest.raises(ValueError, match=match):
+        chapter_plugins(cfg, **kwargs)
+
+
+def test_chapter_plugins_pass_the_reference_and_the_target_on():
+    from agentrl.ch10 import regularizers
+
+    (in_reward,) = regularizers.chapter_plugins(arl.RLConfig(kl_coef=0.2), kl_in_reward=True, ref_model='ref')
+    assert isinstance(in_reward, regularizers.KLInReward) and in_reward.reference == 'ref' and in_reward.coef == 0.2
+    kl, adaptive = regularizers.chapter_plugins(arl.RLConfig(kl_coef=0.2), ref_model='ref', kl_target=1e-9)
+    assert kl.reference == 'ref' and adaptive.kl_term is kl and adaptive.target == 1e-9
+
+
+def test_train_regularized_hands_every_choice_to_the_engine(monkeypatch):
+    from agentrl.ch10 import regularizers
+
+    calls = []
+    monkeypatch.setattr(regularizers, 'train_rl', lambda *args, **kw: calls.append((args, kw)) or 'history')
+    cfg = arl.RLConfig(kl_coef=0.2)
+    extra = regularizers.Plugin()
+    assert regularizers.train_regularized('m', 'tasks', 'tok', cfg, 3, entropy_coef=0.1, ref_model='ref',
+                                          kl_target=0.05, policy_loss=dict(variant='kl_cov'), plugins=[extra]) == 'history'
+    assert regularizers.train_regularized('m', 'tasks', 'tok', cfg, 3, kl_in_reward=True, label='run') == 'history'
+    (args, kw), (_, kw2) = calls
+    assert args == ('m', 'tasks', 'tok', cfg, 3) and kw['label'] == 'GRPO' and kw2['label'] == 'run'
+    assert [type(p).__name__ for p in kw['plugins']] == ['CovariancePolicyLoss', 'EntropyBonus', 'ReferenceKL',
+                                                         'AdaptiveKL', 'Plugin']
+    assert [type(p).__name__ for p in kw2['plugins']] == ['KLInReward']
+
+
+@pytest.mark.parametrize('kwargs', [dict(fraction=0.0), dict(fraction=1.0), dict(bounds=(2.0, 2.0)),
+                                    dict(kl_coef=0.0)])
+def test_the_covariance_loss_accepts_the_closed_ends_of_its_ranges(kwargs):
+    from agentrl.ch10.regularizers import CovariancePolicyLoss
+
+    term = CovariancePolicyLoss('kl_cov', **kwargs)
+    assert all(getattr(term, k) == v for k, v in kwargs.items())
+
+
+def test_the_covariance_loss_names_its_variants_and_defaults_to_the_papers_kl_cov_coefficient():
+    from agentrl.ch10.regularizers import CovariancePolicyLoss
+
+    with pytest.raises(ValueError, match=r"^policy-loss variant must be one of 'clip_cov', 'kl_cov', got 'x'$"):
+        CovariancePolicyLoss('x')
+    assert CovariancePolicyLoss('kl_cov').kl_coef == 1.0  # Cui et al.'s KL-Cov coefficient
+
+
+def test_kl_cov_subtracts_coef_times_the_drift_from_the_sampling_policy_on_its_tokens():
+    from agentrl.ch10.regularizers import CovariancePolicyLoss
+
+    g = torch.Generator().manual_seed(5)
+    logp, old_logp = -torch.rand(2, 3, generator=g), -torch.rand(2, 3, generator=g)
+    surrogate, mask = torch.randn(2, 3, generator=g), torch.ones(2, 3)
+    term = CovariancePolicyLoss('kl_cov', fraction=1.0, kl_coef=0.5)  # every policy token is penalised
+    stats = {}
+    out = term.reshape_surrogate(surrogate, logp, old_logp, torch.tensor([1.0, -1.0]), mask, stats)
+    assert torch.allclose(out, surrogate - 0.5 * (logp - old_logp).abs()) and stats['cov_selected_frac'] == 1.0
+
+
+def test_the_entropy_bonus_logs_the_entropy_and_subtracts_coef_times_it():
+    from agentrl.ch10.regularizers import EntropyBonus, entropy_bonus
+
+    logits, mask, stats = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(2)), torch.ones(2, 3), {}
+    loss = EntropyBonus(0.3).extend_loss(torch.tensor(1.0), None, logits, None, mask, stats)
+    bonus = entropy_bonus(logits, mask)
+    assert stats == dict(entropy=pytest.approx(bonus.item())) and torch.allclose(loss, 1.0 - 0.3 * bonus)

@@ -36,7 +36,7 @@ from agentrl.paths import REPO
 REPORT = REPO / 'reports' / 'mutation.md'
 JUSTIFICATIONS = REPO / 'reports' / 'mutation-justifications.toml'
 MUTANTS = REPO / 'mutants'
-RUN_RECORD = MUTANTS / 'agentrl-mutation-run.json'  # what `run` measured (time, mutants tested), for the report
+RUN_RECORD = MUTANTS / 'agentrl-mutation-runs.json'  # what each `run` measured (time, mutants tested)
 KINDS = ('equivalent', 'not worth a test')
 TARGET = 0.90
 # mutmut's statuses, grouped for the report
@@ -183,7 +183,7 @@ def _percent(detected, relevant):
     return f'{100 * detected / relevant:.1f}%' if relevant else 'n/a'
 
 
-def render(rows, justifications, run=None, commit=None):
+def render(rows, justifications, runs=None):
     """The report's Markdown text."""
     per_module, survivors, stale = summarise(rows, justifications)
     total = Counter()
@@ -210,12 +210,16 @@ def render(rows, justifications, run=None, commit=None):
     lines += [f'**Score: {_percent(detected, relevant)}** of the non-equivalent mutants detected ({detected} of '
               f'{relevant}: killed or timed out), which {verdict} the target of {TARGET:.0%}. '
               f'{total["equivalent"]} mutants are equivalent (justified below).', '']
-    if run:
-        per = run['seconds'] / run['tested'] if run.get('tested') else None
-        lines += [f'Run: `{run["command"]}` at commit `{commit or run.get("commit", "?")}`, mutmut {run["mutmut"]}, '
-                  f'{run["children"]} worker processes, {run["seconds"] / 60:.0f} min wall time for {run["tested"]} '
-                  f'mutants tested' + (f' ({per:.2f} s per mutant' if per else '')
-                  + (f'; {run["note"]}' if run.get('note') else '') + (')' if per else '') + '.', '']
+    for r in runs or []:
+        per = f' ({r["seconds"] / r["tested"]:.2f} s per mutant)' if r.get('tested') else ''
+        lines.append(f'- Run: `{r["command"]}` at commit `{r.get("commit", "?")}`, mutmut {r["mutmut"]}, '
+                     f'{r["children"]} worker processes: {r["seconds"] / 60:.1f} min wall time, {r["tested"]} mutants '
+                     f'tested for the first time{per}' + (f'; {r["note"]}' if r.get('note') else '') + '.')
+    if runs:
+        seconds, tested = sum(r['seconds'] for r in runs), sum(r['tested'] for r in runs)
+        if len(runs) > 1 and tested:
+            lines.append(f'- In all: {seconds / 60:.1f} min for {tested} mutants ({seconds / tested:.2f} s per mutant).')
+        lines.append('')
     lines += ['Mutated with the fast tests of these modules only (pyproject.toml, `[tool.mutmut]`); a mutant is '
               '*killed* when a test fails, *timeout* when the tests run past mutmut\'s limit (15 times their clean '
               'duration), *survived* when every test passes; *no tests* means no selected test calls the function.', '',
@@ -266,8 +270,8 @@ def render(rows, justifications, run=None, commit=None):
 
 
 def write_report(path=REPORT):
-    run = json.loads(RUN_RECORD.read_text()) if RUN_RECORD.is_file() else None
-    text = render(collect(), load_justifications(), run=run)
+    runs = json.loads(RUN_RECORD.read_text()) if RUN_RECORD.is_file() else []
+    text = render(collect(), load_justifications(), runs=runs)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, text)
     return text
@@ -294,7 +298,8 @@ def run(mutants=(), keep=False, max_children=2, note=None):
                   seconds=round(seconds, 1), tested=_checked_count() - before, children=max_children,
                   mutmut=importlib.metadata.version('mutmut'), commit=_git_commit(), note=note)
     if RUN_RECORD.parent.is_dir():
-        RUN_RECORD.write_text(json.dumps(record, indent=1))
+        runs = json.loads(RUN_RECORD.read_text()) if keep and RUN_RECORD.is_file() else []
+        RUN_RECORD.write_text(json.dumps(runs + [record], indent=1))
     print(f'mutmut finished (exit code {done.returncode}) in {seconds / 60:.1f} min')
     text = write_report()
     print(next(line for line in text.splitlines() if line.startswith('**Score')))
