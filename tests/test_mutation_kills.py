@@ -487,6 +487,7 @@ def test_regularized_update_plugs_in_exactly_the_terms_its_coefficients_ask_for(
 
     calls = []
     monkeypatch.setattr(regularizers, 'rl_update', lambda *args, **kw: calls.append(kw['plugins']) or 'stats')
+    kwargs = dict(kwargs)  # the parameters are shared by every run of the test in this process: leave them whole
     cfg = arl.RLConfig(kl_coef=kwargs.pop('kl_coef', 0.0))
     assert regularizers.regularized_update('model', 'optimizer', 'batch', 'advantages', cfg, **kwargs) == 'stats'
     (plugins,) = calls
@@ -563,6 +564,7 @@ def test_heldout_pass_at_1_samples_the_given_tasks_with_its_own_seeded_draws_and
 def test_chapter_plugins_refuse_each_impossible_setting_saying_why(kwargs, match):
     from agentrl.ch10.regularizers import chapter_plugins
 
+    kwargs = dict(kwargs)  # the parameters are shared by every run of the test in this process: leave them whole
     cfg = arl.RLConfig(kl_coef=kwargs.pop('kl_coef', 0.0))
     with pytest.raises(ValueError, match=match):
         chapter_plugins(cfg, **kwargs)

@@ -191,17 +191,16 @@ def render(rows, justifications, runs=None):
         total.update(counts)
     detected, relevant = score(total)
     unchecked = total['not checked']
-    modules = [module_name(p) for p in mutated_modules()]
-    covered = [m for m in modules if per_module[m]['total'] - per_module[m]['not checked'] > 0]
+    modules = [m for m in (module_name(p) for p in mutated_modules()) if per_module[m]['total']]  # with mutants
     lines = ['# Mutation score', '',
              '<!-- written by `make mutation` (agentrl/build/mutation.py) from mutmut\'s results in mutants/ and the '
              'justifications in reports/mutation-justifications.toml; do not edit by hand -->', '']
     if unchecked:
         lines += [f'**PARTIAL RUN**: {unchecked} of {total["total"]} mutants were not checked; the score below counts '
                   'only the checked ones. Modules with every mutant checked: '
-                  + ', '.join(f'`{m}`' for m in modules if per_module[m]['not checked'] == 0 and per_module[m]['total'])
+                  + ', '.join(f'`{m}`' for m in modules if per_module[m]['not checked'] == 0)
                   + '; modules not (or not fully) checked: '
-                  + ', '.join(f'`{m}`' for m in modules if per_module[m]['not checked'] or not per_module[m]['total'])
+                  + ', '.join(f'`{m}`' for m in modules if per_module[m]['not checked'])
                   + '.', '']
     checked = Counter(total)
     checked['total'] -= unchecked
@@ -218,7 +217,8 @@ def render(rows, justifications, runs=None):
     if runs:
         seconds, tested = sum(r['seconds'] for r in runs), sum(r['tested'] for r in runs)
         if len(runs) > 1 and tested:
-            lines.append(f'- In all: {seconds / 60:.1f} min for {tested} mutants ({seconds / tested:.2f} s per mutant).')
+            lines.append(f'- In all: {seconds / 60:.1f} min for {tested} mutants tested ({seconds / tested:.2f} s per mutant, '
+                         'retests included).')
         lines.append('')
     lines += ['Mutated with the fast tests of these modules only (pyproject.toml, `[tool.mutmut]`); a mutant is '
               '*killed* when a test fails, *timeout* when the tests run past mutmut\'s limit (15 times their clean '

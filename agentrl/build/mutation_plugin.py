@@ -135,7 +135,11 @@ def _quick_base_dir():
 
 
 def pytest_configure(config):
+    """Set up before any test runs (what is made here never appears inside a test's temporary folders)."""
     import torch
+
+    _mutmut_only_folder()
+    _quick_base_dir()
 
     if not hasattr(torch, '_agentrl_set_num_threads'):
         torch._agentrl_set_num_threads = torch.set_num_threads
