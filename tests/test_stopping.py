@@ -118,6 +118,24 @@ def end(pids):
             pass
 
 
+def stop_and_watch(process, procs, marker, signum, to_group=False):
+    """Send signum to the run (its process group if to_group) and watch its processes for up to 15 s ->
+    (seconds until none was left, the survivors, stdout, stderr); survivors are ended before the output is read."""
+    started = time.monotonic()
+    if to_group:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
+    left = set(procs)
+    while left and time.monotonic() - started < 15:
+        left = {pid for pid in left if pid in process_table()} | set(marked(marker))
+        time.sleep(0.05)
+    took = time.monotonic() - started
+    end(left | set(marked(marker)))  # survivors would hold the run's stderr open
+    out, err = process.communicate(timeout=30)
+    return took, left, out, err
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize('via, name, target', [
     ('runner', 'SIGINT', 'pid'), ('runner', 'SIGTERM', 'pid'), ('runner', 'SIGHUP', 'pid'),
@@ -130,18 +148,7 @@ def test_a_stop_signal_during_training_ends_every_process_of_the_run_and_leaves_
     process, marker, paths = start_training_run(tmp_path, via)
     procs = wait_for_training(process)
     signum = getattr(signal, name)
-    started = time.monotonic()
-    if target == 'group':
-        os.killpg(process.pid, signum)
-    else:
-        process.send_signal(signum)
-    left = set(procs)
-    while left and time.monotonic() - started < 15:
-        left = {pid for pid in left if pid in process_table()} | set(marked(marker))
-        time.sleep(0.05)
-    took = time.monotonic() - started
-    end(left | set(marked(marker)))  # survivors would hold the run's stderr open
-    out, err = process.communicate(timeout=30)
+    took, left, out, err = stop_and_watch(process, procs, marker, signum, to_group=target == 'group')
     print(f'{via} {name} to the {target}: every process gone after {took:.2f} s')
     assert not left, f'still running {took:.0f} s after {name}: {[procs.get(pid, pid) for pid in left]}'
     assert took < LIMIT_SECONDS, f'the run took {took:.1f} s to stop'
@@ -286,15 +293,7 @@ def test_a_stop_signal_ends_make_calibrate_and_its_measuring_workers(tmp_path, n
                                env=dict(os.environ, TMPDIR=str(tmp_path), AGENTRL_STOP_TEST=marker))
     procs = wait_for_training(process)
     signum = getattr(signal, name)
-    started = time.monotonic()
-    process.send_signal(signum)
-    left = set(procs)
-    while left and time.monotonic() - started < 15:
-        left = {pid for pid in left if pid in process_table()} | set(marked(marker))
-        time.sleep(0.05)
-    took = time.monotonic() - started
-    end(left | set(marked(marker)))
-    out, err = process.communicate(timeout=30)
+    took, left, out, err = stop_and_watch(process, procs, marker, signum)
     print(f'calibrate {name}: every process gone after {took:.2f} s')
     assert not left, f'still running {took:.0f} s after {name}: {[procs.get(pid, pid) for pid in left]}'
     assert took < LIMIT_SECONDS and process.returncode == -signum, (took, process.returncode, err)
