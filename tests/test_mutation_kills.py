@@ -4,9 +4,13 @@ Each checks what a mechanism must do, against an independent computation or a st
 doing it is broken.
 """
 import ast
+import copy
+import io
 import math
 import re
 import os
+import sys
+import types
 import warnings
 
 import pytest
@@ -25,6 +29,10 @@ from agentrl.verified_cache import load_verified, save_verified
     (lambda: masked_mean(torch.zeros(2, 3), torch.ones(3)), ('x', 'mask')),
     (lambda: __import__('agentrl.ch10.regularizers', fromlist=['x']).centered_cross_product(
         torch.zeros(2, 3), torch.zeros(2), torch.ones(3)), ('logp', 'mask')),
+    (lambda: arl.policy_loss(torch.zeros(2, 3), torch.zeros(3), torch.zeros(2), torch.ones(2, 3), arl.RLConfig()),
+     ('logp', 'old_logp')),
+    (lambda: arl.policy_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.zeros(2), torch.ones(3), arl.RLConfig()),
+     ('logp', 'mask')),
 ])
 def test_a_shape_mismatch_names_both_arguments_and_both_shapes(call, names):
     # the message is what a user reads to find which tensor is wrong: both names, both shapes, in order
@@ -123,8 +131,13 @@ class _Hostile:
         return _record_a_call, ()
 
 
-def test_loading_a_cache_file_never_runs_code_from_it(tmp_path):
-    # torch.load(weights_only=True): a pickle that calls a function is refused, not executed
+@pytest.mark.parametrize('torch_default', ['weights only', 'full pickles'])
+def test_loading_a_cache_file_never_runs_code_from_it(tmp_path, monkeypatch, torch_default):
+    # torch.load(weights_only=True): a pickle that calls a function is refused, not executed, also where the
+    # environment tells torch to unpickle anything when a caller does not say weights_only itself
+    if torch_default == 'full pickles':
+        monkeypatch.setenv('TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD', '1')
+    _RAN.clear()
     path = tmp_path / 'hostile.pt'
     torch.save(dict(format=1, description=dict(a=1), checksum='', payload=_Hostile()), path)
     assert _reason(path, dict(a=1)).startswith(f'cache file {path} is unusable (unreadable: ') and _RAN == []
@@ -158,7 +171,7 @@ def test_behavior_stats_are_the_means_over_episodes_computed_by_hand():
 
 
 def test_behavior_stats_refuses_an_empty_batch_saying_why():
-    with pytest.raises(ValueError, match='at least one trajectory'):
+    with pytest.raises(ValueError, match='^behavior_stats needs at least one trajectory$'):
         arl.behavior_stats([])
 
 
@@ -235,6 +248,37 @@ def test_a_sandbox_closes_its_worker_at_exit_registering_once(monkeypatch):
         box.close()
 
 
+
+def test_the_worker_runs_without_site_in_its_own_session_holding_none_of_the_parents_descriptors():
+    from agentrl.substrate.sandbox import Sandbox
+
+    read_end, write_end = os.pipe()
+    os.set_inheritable(write_end, True)  # a descriptor any child started without close_fds would receive
+    box = Sandbox(wall_seconds=1.0)
+    try:
+        assert box.run('def f ( a0 ) :\n    return a0\n', 'f', [((1,), 1)])[0] == 'pass'
+        pid = box.process.pid
+        with open(f'/proc/{pid}/cmdline') as f:
+            assert f.read().split('\0')[1:3] == ['-S', '-s']  # no site module, no user site-packages on sys.path
+        assert os.getsid(pid) == pid  # a session of its own: a Ctrl-C at the terminal does not reach it
+        held = os.readlink(f'/proc/self/fd/{write_end}')
+        assert held not in {os.readlink(f'/proc/{pid}/fd/{fd}') for fd in os.listdir(f'/proc/{pid}/fd')}
+    finally:
+        box.close()
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_a_worker_that_does_not_start_is_an_error_naming_the_interpreter_and_the_script(monkeypatch):
+    from agentrl.substrate import sandbox
+
+    monkeypatch.setattr(sandbox.atexit, 'register', lambda close: None)
+    monkeypatch.setattr(sys, 'executable', '/bin/false')  # an "interpreter" that ends at once without a word
+    box = sandbox.Sandbox(wall_seconds=1.0)
+    with pytest.raises(RuntimeError, match=r'^the grading worker \(/bin/false /\S+/sandbox\.py\) did not start$'):
+        box.run('def f ( a0 ) :\n    return a0\n', 'f', [((1,), 1)])
+    assert box.process is None  # and nothing is left running
+
 @pytest.mark.parametrize('code, reason', [
     ('def f(__x):\n    return 1', "name '__x' is not allowed"),  # a parameter
     ('f(__x=1)', "name '__x' is not allowed"),  # a keyword argument
@@ -255,6 +299,10 @@ def test_the_screen_checks_every_kind_of_name_and_says_which(code, reason):
     ('def f(:\n    return 1\n', 'does not parse: SyntaxError'),
     ('def f():\n    return 1\nreturn 2\n', 'does not compile: SyntaxError'),  # parses, but return outside a function
     ('def f():\n    return ().__class__\n', "screened: attribute '__class__' is not allowed"),
+    ('x = 1\n', "no function 'f'"),  # the source runs, but defines no f
+    ('f = 1\n', "no function 'f'"),  # or an f that cannot be called
+    ('def f():\n    return open\n', 'raised NameError'),  # only SAFE_BUILTINS exist for the code ...
+    ('def f():\n    import os\n    return 1\n', 'raised ImportError'),  # ... so no import either
 ])
 def test_grade_says_why_code_that_cannot_run_fails(source, why):
     from agentrl.substrate.sandbox import grade
@@ -550,6 +598,199 @@ def test_heldout_pass_at_1_samples_the_given_tasks_with_its_own_seeded_draws_and
     grpo.heldout_pass_at_1(None, None, cfg, tasks=['a'])  # the defaults: cfg's eval_group_size and eval_seed
     assert seen['group_size'] == 16 and seen['seed'] == 7
 
+
+
+class _Bigram(torch.nn.Module):
+    """A policy small enough for the engine's bookkeeping: next-token logits from the current token alone."""
+
+    def __init__(self, seed=0):
+        super().__init__()
+        self.table = torch.nn.Embedding(5, 5)
+        with torch.no_grad():
+            self.table.weight.copy_(torch.randn(5, 5, generator=torch.Generator().manual_seed(seed)))
+
+    def forward(self, ids):
+        return self.table(ids)
+
+
+_TOK = types.SimpleNamespace(pad_id=0)
+
+
+def _episodes(rewards):
+    """Two-episode groups with these rewards; the episodes' tokens differ, so a spread gives a gradient."""
+    shapes = [(False, True, True, True), (False, True)]
+    return [_traj(i // 2, float(r), policy=shapes[i % 2]) for i, r in enumerate(rewards)]
+
+
+def _engine_batch():
+    return arl.collate(_episodes([1, 0, 1, 0]), _TOK.pad_id)
+
+
+@pytest.mark.parametrize('reference, kl_coef, kl_term', [
+    (True, 0.1, True), (True, 0.0, False), (False, 0.1, False), (False, 0.0, False)])
+def test_rl_update_adds_chapter_9s_kl_only_with_a_reference_and_a_coefficient(reference, kl_coef, kl_term):
+    model, batch = _Bigram(), _engine_batch()
+    cfg = arl.RLConfig(group_size=2, minibatches=1, kl_coef=kl_coef)
+    stats = arl.rl_update(model, torch.optim.Adam(model.parameters(), lr=1e-2), batch,
+                          arl.compute_advantages(batch, cfg), cfg, _Bigram(seed=1) if reference else None)
+    assert ('kl_ref' in stats) == kl_term and stats['grad_norm'] > 0
+
+
+def test_a_nan_loss_is_refused_before_any_weight_changes_saying_so():
+    model, batch = _Bigram(), _engine_batch()
+    with torch.no_grad():
+        model.table.weight[0, 0] = float('nan')  # every episode starts with token 0
+    before = model.table.weight.detach().clone()
+    cfg = arl.RLConfig(group_size=2, minibatches=1)
+    with pytest.raises(arl.NonFiniteLossError, match=r'^the loss is nan; the model was not updated$'):
+        arl.rl_update(model, torch.optim.Adam(model.parameters(), lr=1e-2), batch, arl.compute_advantages(batch, cfg),
+                      cfg)
+    assert torch.equal(model.table.weight.nan_to_num(), before.nan_to_num())
+
+
+
+class _InfiniteGradient(torch.autograd.Function):
+    """The identity forward; backward sends an infinite gradient (a network whose loss is finite but whose
+    gradient overflows)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float('inf')
+
+
+class _OverflowingBigram(_Bigram):
+    def forward(self, ids):
+        return _InfiniteGradient.apply(self.table(ids))
+
+
+def test_an_infinite_gradient_is_refused_before_any_weight_changes_saying_so():
+    model, batch = _OverflowingBigram(), _engine_batch()
+    before = model.table.weight.detach().clone()
+    cfg = arl.RLConfig(group_size=2, minibatches=1)
+    with pytest.raises(arl.NonFiniteLossError,
+                       match=r'^the gradient norm is (inf|nan) \(the loss \S+ is finite\); the model was not updated$'):
+        arl.rl_update(model, torch.optim.Adam(model.parameters(), lr=1e-2), batch, arl.compute_advantages(batch, cfg),
+                      cfg)
+    assert torch.equal(model.table.weight, before)
+
+def _scripted_sampling(monkeypatch):
+    """train_rl's sampling replaced by a script (a reward spread on even steps, none on odd ones) that draws from
+    the run's generator as the real one does -> the list it fills, one dict per step."""
+    from agentrl.substrate import grpo
+
+    seen = []
+
+    def sample_step(model, env_factory, tasks, tok, cfg, generator):
+        env = env_factory()
+        torch.rand(3, generator=generator)  # the draws a real step makes (task picks, tokens)
+        sampled = _episodes([1, 0, 1, 0] if len(seen) % 2 == 0 else [1, 1, 0, 0])
+        seen.append(dict(limits=(env.max_turns, env.max_call_words), sampled=sampled, state=generator.get_state()))
+        return (sampled if len(seen) % 2 == 1 else []), sampled
+
+    monkeypatch.setattr(grpo, 'sample_step', sample_step)
+    return seen
+
+
+_SCRIPTED = dict(group_size=2, tasks_per_step=2, eval_every=0, max_turns=2, max_call_words=3)
+
+
+def test_each_step_is_logged_with_its_number_its_behaviour_and_whether_it_had_a_signal(monkeypatch):
+    seen = _scripted_sampling(monkeypatch)
+    history = arl.train_rl(_Bigram(), ['task'], _TOK, arl.RLConfig(**_SCRIPTED), steps=3)
+    assert [r['step'] for r in history] == [0, 1, 2] and [r['signal'] for r in history] == [1.0, 0.0, 1.0]
+    for record, step in zip(history, seen):
+        assert record.items() >= arl.behavior_stats(step['sampled']).items()
+        assert step['limits'] == (2, 3)  # the episodes' environments have the run's limits
+
+
+class _Watcher(arl.Plugin):
+    """Records what the engine hands its hooks."""
+
+    def __init__(self):
+        self.calls = []
+
+    def before_update(self, model, batch, advantages, record):
+        self.calls.append(('before', model, batch, advantages, record))
+
+    def extend_loss(self, loss, rows, logits, logp, mask, stats):
+        self.calls.append(('rows', rows.tolist()))
+        return loss
+
+    def after_update(self, model, record):
+        self.calls.append(('after', model, record, sorted(record)))
+
+
+def test_plugins_see_the_model_the_batch_its_advantages_and_the_steps_record(monkeypatch):
+    seen = _scripted_sampling(monkeypatch)
+    model, watcher, cfg = _Bigram(), _Watcher(), arl.RLConfig(**_SCRIPTED)
+    history = arl.train_rl(model, ['task'], _TOK, cfg, steps=2, plugins=[watcher])
+    before = [c for c in watcher.calls if c[0] == 'before']
+    after = [c for c in watcher.calls if c[0] == 'after']
+    for step, (_, m, batch, advantages, record) in enumerate(before):
+        assert m is model and record is history[step]
+        assert torch.equal(batch['ids'], arl.collate(seen[step]['sampled'], _TOK.pad_id)['ids'])
+        assert torch.equal(advantages, arl.compute_advantages(batch, cfg))
+    for step, (_, m, record, keys) in enumerate(after):
+        assert m is model and record is history[step] and 'grad_norm' in keys  # the update's stats are in
+    assert len(before) == len(after) == 2
+
+
+def test_the_minibatch_order_is_drawn_from_the_runs_generator_after_the_steps_sampling(monkeypatch):
+    # one stream for task draws, sampling and minibatch order: a run is reproduced from its seed alone
+    seen = _scripted_sampling(monkeypatch)
+    watcher = _Watcher()
+    arl.train_rl(_Bigram(), ['task'], _TOK, arl.RLConfig(**_SCRIPTED), steps=1, plugins=[watcher])
+    after_sampling = torch.Generator().set_state(seen[0]['state'])
+    expected = [chunk.tolist() for chunk in torch.randperm(4, generator=after_sampling).chunk(2)]
+    assert [c[1] for c in watcher.calls if c[0] == 'rows'] == expected
+
+
+def test_the_optimizer_steps_at_the_configured_learning_rate(monkeypatch):
+    # Adam's first step moves every weight with a gradient by lr (the gradient's sign times lr)
+    _scripted_sampling(monkeypatch)
+    model = _Bigram()
+    start = copy.deepcopy(model)
+    arl.train_rl(model, ['task'], _TOK, arl.RLConfig(lr=0.05, minibatches=1, **_SCRIPTED), steps=1)
+    assert (model.table.weight - start.table.weight).abs().max().item() == pytest.approx(0.05, rel=1e-4)
+
+
+def test_held_out_evaluation_follows_every_eval_every_steps_on_the_given_tasks(monkeypatch):
+    from agentrl.substrate import grpo
+
+    _scripted_sampling(monkeypatch)
+    evaluated = []
+
+    def heldout_pass_at_1(model, tok, cfg, tasks=None):
+        evaluated.append((model, tasks))
+        return len(evaluated) / 4
+
+    monkeypatch.setattr(grpo, 'heldout_pass_at_1', heldout_pass_at_1)
+    model, cfg = _Bigram(), arl.RLConfig(**dict(_SCRIPTED, eval_every=3))
+    history = arl.train_rl(model, ['task'], _TOK, cfg, steps=6, eval_tasks=['held out'])
+    assert [r.get('heldout_pass1') for r in history] == [None, None, 0.25, None, None, 0.5]  # after steps 3 and 6
+    assert evaluated == [(model, ['held out'])] * 2
+
+
+class _Terminal(io.StringIO):
+    """A stderr that says it is a terminal, so progress() draws its bar into it."""
+
+    def isatty(self):
+        return True
+
+
+def test_the_progress_bar_names_the_run(monkeypatch):
+    _scripted_sampling(monkeypatch)
+    for name in ('AGENTRL_PROGRESS', 'CI'):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.delitem(sys.modules, 'ipykernel', raising=False)  # not a notebook's kernel here
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, 'stderr', terminal)
+    arl.train_rl(_Bigram(), ['task'], _TOK, arl.RLConfig(**_SCRIPTED), steps=1, label="run 'probe'")
+    assert "run 'probe'" in terminal.getvalue()
 
 @pytest.mark.parametrize('kwargs, match', [
     (dict(entropy_coef=-0.1), r'^entropy_coef must be a finite number >= 0, got -0\.1$'),
