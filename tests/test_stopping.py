@@ -91,8 +91,15 @@ def start_training_run(tmp_path, via):
     else:
         command = runner
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+                               start_new_session=True, preexec_fn=default_stop_signals)
     return process, marker, paths
+
+
+def default_stop_signals():
+    """In the child before exec: the stop signals at their default action, as in a terminal. Under `nohup` (or any
+    parent that ignores SIGHUP) make would inherit SIGHUP ignored and, as GNU make does, keep ignoring it."""
+    for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def wait_for_training(process, timeout=180):
