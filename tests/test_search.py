@@ -462,7 +462,9 @@ def test_confirm_measures_a_full_candidate_on_the_confirmation_seeds_and_prints_
     assert out.strip().splitlines()[-1] == S.expression(CANDIDATES['main']) == 'SubstrateConfig()'
     stored = load(search).user_attrs['confirmation:0']
     assert stored['rows_held'] == 24 and stored['seeds'] == [5, 6, 7] and stored['batch_seeds'] == [10, 11]
-    assert 'The frozen configuration' in (Path(search.folder) / 'README.md').read_text()
+    frozen = (Path(search.folder) / 'README.md').read_text().split('The frozen configuration')[1].split('## Best')[0]
+    assert 'trial 0' in frozen and 'On the search seeds' in frozen and 'On the confirmation seeds' in frozen
+    assert frozen.count('| row 25 |') == 2  # both tables, the search seeds' and the confirmation seeds'
 
 
 def test_commit_commits_only_the_record_files(tmp_path):

@@ -593,7 +593,10 @@ def readme(study, search, recs, decision):
     if decision.action == 'freeze':
         frozen = next(r for r in recs if r['number'] == decision.frozen)
         config = SubstrateConfig.from_description(frozen['config'])
-        out += ['The frozen configuration (`config.DEFAULT`):', '', '```python', expression(config), '```', '',
+        out += [f'The frozen configuration (`config.DEFAULT`), trial {frozen["number"]}:', '', '```python',
+                expression(config), '```', '',
+                f'On the search seeds (what `make calibrate` prints for it):', '',
+                rows_table(frozen['rows'], frozen['seeds'], (frozen['protocol'] or {}).get('batch_seeds')), '',
                 f'On the confirmation seeds:', '',
                 rows_table(frozen['confirmation']['rows'], frozen['confirmation']['seeds'],
                            frozen['confirmation']['batch_seeds']), '']
