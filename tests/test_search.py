@@ -239,6 +239,18 @@ def test_when_the_budget_is_used_the_five_best_are_confirmed_and_the_best_on_the
     assert 'trial 1 (24 of 26 rows on the search seeds, 23 on the confirmation seeds)' in decision.reason
 
 
+def test_the_freeze_rule_read_from_an_export_uses_the_budget_the_study_recorded():
+    trials = [record(0, 24, 0.3, confirmation=(22, 0.5)), record(1, 23, 0.1, confirmation=(23, 0.9)),
+              record(2, 12, 9.0, state='PRUNED')]
+    export = dict(attrs=dict(budget=dict(trials=300, seconds=600), search_seconds=599.0), trials=trials)
+    assert S.decision_from_export(export)[0].action == 'search'  # 1 s of budget left
+    export['attrs']['search_seconds'] = 600.0
+    decision, recs = S.decision_from_export(export)
+    assert (decision.action, decision.frozen, recs) == ('freeze', 1, trials)
+    export['attrs'].update(search_seconds=0.0, budget=dict(trials=2, seconds=600))  # 2 complete trials: used
+    assert S.decision_from_export(export)[0].frozen == 1
+
+
 # ------------------------------------------------------------------------------- the search, in worker processes
 def search_in(tmp_path, **fields):
     fields.setdefault('measure', FakeMeasure())

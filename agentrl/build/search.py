@@ -495,6 +495,19 @@ def decide(recs, exhausted):
                               'frozen', frozen=best['number'])
 
 
+def decision_from_export(export):
+    """The freeze rule applied to a trials.json export (its parsed dict), without Optuna -> (Decision, records).
+
+    The budget is the one the study recorded; what decide() says here is what it said when the record was written.
+    """
+    attrs, recs = export['attrs'], export['trials']
+    budget = attrs.get('budget') or {}
+    complete = sum(r['state'] == 'COMPLETE' for r in recs)
+    exhausted = (complete >= budget.get('trials', BUDGET_TRIALS)
+                 or attrs.get('search_seconds', 0.0) >= budget.get('seconds', BUDGET_SECONDS))
+    return decide(recs, exhausted), recs
+
+
 # ---------------------------------------------------------------------------------------- the record, as files
 def _csv_value(value):
     if value is None:
