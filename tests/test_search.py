@@ -251,6 +251,16 @@ def test_the_freeze_rule_read_from_an_export_uses_the_budget_the_study_recorded(
     assert S.decision_from_export(export)[0].frozen == 1
 
 
+def test_the_default_substrate_is_the_configuration_the_committed_record_freezes():
+    from agentrl.paths import REPO
+    from agentrl.substrate import config
+    decision, recs = S.decision_from_export(json.loads((REPO / 'calibration' / 'trials.json').read_text()))
+    assert decision.action == 'freeze', decision.reason
+    frozen = next(r for r in recs if r['number'] == decision.frozen)
+    assert config.DEFAULT == SubstrateConfig.from_description(frozen['config'])
+    assert config.DEFAULT.key() == frozen['config_key'] and config.DEFAULT in CANDIDATES.values()
+
+
 # ------------------------------------------------------------------------------- the search, in worker processes
 def search_in(tmp_path, **fields):
     fields.setdefault('measure', FakeMeasure())
