@@ -93,9 +93,24 @@ def test_seed_verdict_classifies_by_the_number_of_seeds_held():
     per_seed = [{'none': run((0.6, 0.1))}, {'none': run((0.6, 0.5))}, {'none': run((0.6, 0.1))}]
     summary = claims.seed_verdict(collapse, per_seed, [0, 1, 2])
     assert (summary['held'], summary['held_on'], summary['verdict']) == ([True, False, True], 2, 'seed-dependent')
-    assert claims.seed_verdict(collapse, per_seed[::2], [0, 2])['verdict'] == 'survives'
-    assert claims.seed_verdict(collapse, per_seed[1:2], [1])['verdict'] == 'does not survive'
+    assert claims.seed_verdict(collapse, per_seed[::2], [0, 2])['verdict'] == claims.HOLDS
+    assert claims.seed_verdict(collapse, per_seed[1:2], [1])['verdict'] == claims.DOES_NOT_HOLD
+    five = per_seed + [{'none': run((0.6, 0.1))}, {'none': run((0.6, 0.5))}]  # held on seeds 0, 2, 3
+    assert claims.seed_verdict(collapse, five, range(5))['verdict'] == claims.SEED_DEPENDENT
+    assert claims.seed_verdict(collapse, five[:1] + five, range(6))['held_on'] == 4
     assert claims.seed_verdict(collapse, [{}], [0]) is None
+
+
+@pytest.mark.parametrize('held_on,verdict', [(5, 'holds'), (4, 'holds'), (3, 'seed-dependent'), (2, 'seed-dependent'),
+                                             (1, 'does not hold'), (0, 'does not hold')])
+def test_the_five_seed_rule(held_on, verdict):
+    assert claims.seed_rule(held_on, 5) == verdict
+
+
+def test_the_seed_rule_on_three_seeds_and_bad_counts():
+    assert [claims.seed_rule(k, 3) for k in range(4)] == ['does not hold', 'seed-dependent', 'seed-dependent', 'holds']
+    with pytest.raises(ValueError, match='held_on'):
+        claims.seed_rule(6, 5)
 
 
 def test_printed_verdicts_stay_within_110_characters_and_keep_every_word():
@@ -134,7 +149,8 @@ def test_recorded_seed_summaries_agree_with_their_per_seed_verdicts():
     nine = results.load(registry.SEED_NOTEBOOK, RESULTS)
     for summary in nine[registry.SEED_VERDICTS_KEY] + nine[registry.SCALE_VERDICTS_KEY]:
         assert len(summary['held']) == len(summary['seeds']) and summary['held_on'] == sum(summary['held'])
-        expected = {len(summary['seeds']): 'survives', 0: 'does not survive'}.get(summary['held_on'], 'seed-dependent')
+        n, k = len(summary['seeds']), summary['held_on']
+        expected = 'holds' if 5 * k >= 4 * n else ('does not hold' if 5 * k <= n else 'seed-dependent')
         assert summary['verdict'] == expected, summary['key']
     seed0 = {v['key']: v['held'] for v in results.load('07_tinyagent_comparison', RESULTS)[registry.VERDICTS_KEY]}
     seeds = nine[registry.SEED_SUMMARY_KEY]['seeds']

@@ -1,10 +1,12 @@
 """Clip-Cov and KL-Cov token selection on hand-made batches: exactly which tokens are detached or penalised."""
+import warnings
+
 import pytest
 import torch
 
 import agentrl as arl
 
-from agentrl.ch10.regularizers import centered_cross_product, clip_cov_selection, kl_cov_selection
+from agentrl.ch10.regularizers import centered_cross_product, clip_cov_selection, kl_cov_selection, treated_count
 
 MASK = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])  # 7 policy tokens, one padding position
 
@@ -25,11 +27,12 @@ def test_kl_cov_selects_the_top_fraction_of_policy_tokens():
     cov = torch.tensor([[0.1, 5.0, -2.0, 100.0], [3.0, 0.2, 4.0, -1.0]])  # 100.0 sits on padding
     assert torch.equal(kl_cov_selection(cov, MASK, 2 / 7), torch.tensor([[False, True, False, False], [False, False, True, False]]))
     assert torch.equal(kl_cov_selection(cov, MASK, 3 / 7 + 1e-9), torch.tensor([[False, True, False, False], [True, False, True, False]]))
-    assert not kl_cov_selection(cov, MASK, 0.1).any()  # int(0.1 * 7) = 0 tokens: a fraction, not a percent
+    # int(0.1 * 7) = 0, but at least one token is treated (the authors' max(int(r * N), 1)): the top one
+    assert torch.equal(kl_cov_selection(cov, MASK, 0.1), torch.tensor([[False, True, False, False], [False] * 4]))
 
 
 def test_clip_cov_draws_only_among_tokens_inside_the_bounds():
-    cov = torch.tensor([[0.5, 2.0, 3.0, 4.0], [6.0, 1.0, 5.0, 0.9]])  # inside [1, 5]: (0,1) (0,2) (1,1) (1,2); (0,3) is padding
+    cov = torch.tensor([[0.5, 2.0, 3.0, 4.0], [6.0, 1.2, 4.8, 0.9]])  # inside (1, 5): (0,1) (0,2) (1,1) (1,2); (0,3) is padding
     inside = torch.tensor([[False, True, True, False], [False, True, True, False]])
     seen = torch.zeros_like(inside)
     for seed in range(50):
@@ -42,6 +45,31 @@ def test_clip_cov_draws_only_among_tokens_inside_the_bounds():
     assert torch.equal(everything, inside)  # asking for more than are eligible takes all eligible ones
 
 
+def test_clip_cov_treats_at_least_one_token_at_the_papers_fraction():
+    cov = torch.tensor([[0.5, 2.0, 3.0, 4.0], [6.0, 1.5, 5.5, 0.9]])
+    picked = clip_cov_selection(cov, MASK, 2e-4, (1.0, 5.0), torch.Generator().manual_seed(0))
+    assert int(picked.sum()) == 1  # int(2e-4 * 7) = 0 would treat none
+    assert treated_count(2e-4, 7) == 1 and treated_count(0.5, 7) == 3 and treated_count(0.5, 0) == 0
+
+
+def test_clip_cov_bounds_are_strict():
+    cov = torch.tensor([[1.0, 5.0, 3.0, 4.0], [1.0, 5.0, 1.0, 5.0]])  # only (0, 2) lies strictly inside (1, 5)
+    for seed in range(20):
+        picked = clip_cov_selection(cov, MASK, 1.0, (1.0, 5.0), torch.Generator().manual_seed(seed))
+        assert torch.equal(picked, torch.tensor([[False, False, True, False], [False] * 4]))
+
+
+def test_clip_cov_never_draws_a_token_the_ppo_clip_already_silenced():
+    cov = torch.tensor([[2.0, 2.0, 3.0, 4.0], [2.0, 3.0, 4.0, 2.5]])  # every policy token inside the band
+    silenced = torch.tensor([[True, False, True, False], [True, True, False, True]])
+    seen = torch.zeros_like(silenced)
+    for seed in range(50):
+        picked = clip_cov_selection(cov, MASK, 2 / 7, (1.0, 5.0), torch.Generator().manual_seed(seed), silenced)
+        assert int(picked.sum()) == 2 and not (picked & silenced).any()
+        seen |= picked
+    assert torch.equal(seen, torch.tensor([[False, True, False, False], [False, False, True, False]]))
+
+
 def hand_made_batch():
     """logp, old_logp [2, 4], advantages [2], mask [2, 4] with one padding position."""
     logp = torch.tensor([[-0.1, -2.5, -0.3, 0.0], [-1.0, -0.2, -3.0, -0.5]])
@@ -49,19 +77,24 @@ def hand_made_batch():
     return logp, old_logp, torch.tensor([1.0, -1.0]), MASK
 
 
-def test_policy_loss_kl_cov_penalises_exactly_the_top_tokens():
+def test_policy_loss_kl_cov_penalises_exactly_the_top_tokens_without_the_ppo_clip():
     logp, old_logp, adv, mask = hand_made_batch()
+    old_logp = old_logp.clone()
+    old_logp[0, 2] = logp[0, 2] - 0.5  # ratio e^0.5 with A > 0: the PPO clip would silence this token
     cov = centered_cross_product(logp, adv, mask)
     top2 = kl_cov_selection(cov, mask, 2 / 7)
+    assert not top2[0, 2]
     cfg, kl_cov = arl.RLConfig(), arl.CovariancePolicyLoss('kl_cov', fraction=2 / 7, kl_coef=0.5)
-    grads = {}
-    for name, plugins in [('clip', ()), ('kl_cov', (kl_cov,))]:
-        x = logp.clone().requires_grad_(True)
-        loss, stats = arl.policy_loss(x, old_logp, adv, mask, cfg, plugins)
-        (grads[name],) = torch.autograd.grad(loss, x)
-    extra = grads['kl_cov'] - grads['clip']  # the penalty's gradient: 0.5 * sign(logp - old) / 7 on selected tokens
-    expected = torch.where(top2, 0.5 * torch.sign(logp - old_logp) / 7, torch.zeros_like(logp))
-    assert torch.allclose(extra, expected, atol=1e-7)
+    kl_cov.begin(None, cfg)
+    x = logp.clone().requires_grad_(True)
+    loss, stats = arl.policy_loss(x, old_logp, adv, mask, cfg, (kl_cov,))
+    (grad,) = torch.autograd.grad(loss, x)
+    ratio = torch.exp(logp - old_logp)
+    # d/dlogp of -(1/7) sum [ratio * A - 0.5 |logp - old| on the top tokens]
+    expected = -(ratio * adv[:, None] - torch.where(top2, 0.5 * torch.sign(logp - old_logp), torch.zeros_like(logp))) / 7
+    expected = torch.where(mask > 0, expected, torch.zeros_like(expected))
+    assert torch.allclose(grad, expected, atol=1e-7)
+    assert grad[0, 2] != 0  # no clip: the token past the range keeps its gradient
     assert stats['cov_selected_frac'] == pytest.approx(2 / 7)
 
 
@@ -87,7 +120,35 @@ def test_policy_loss_clip_cov_detaches_exactly_the_drawn_tokens():
 @pytest.mark.parametrize('options,named', [
     (dict(variant='clip'), 'variant'), (dict(variant='kl_cov', fraction=True), 'cov_fraction'),
     (dict(variant='kl_cov', fraction=2.0), 'cov_fraction'), (dict(variant='kl_cov', kl_coef=float('inf')), 'kl_cov_coef'),
-    (dict(variant='clip_cov', bounds=(5.0, 1.0)), 'cov_bounds')])
+    (dict(variant='kl_cov', fraction=0.0), 'cov_fraction'), (dict(variant='clip_cov', bounds=(5.0, 1.0)), 'cov_bounds'),
+    (dict(variant='clip_cov', bounds=(2.0, 2.0)), 'cov_bounds')])
 def test_bad_covariance_settings_are_refused_where_they_enter(options, named):
     with pytest.raises(ValueError, match=named):
         arl.CovariancePolicyLoss(**options)
+
+
+def test_clip_cov_in_policy_loss_skips_clipped_tokens_and_warns_once_when_it_treats_none():
+    logp, old_logp, adv, mask = hand_made_batch()
+    cfg = arl.RLConfig(seed=1)
+    old_logp = logp - 0.5  # every ratio e^0.5 > 1 + clip_high: the A > 0 row is silenced by the clip
+    cov = centered_cross_product(logp, adv, mask)
+    clip_cov = arl.CovariancePolicyLoss('clip_cov', fraction=1.0, bounds=(-100.0, 100.0))
+    clip_cov.begin(None, cfg)
+    stats = arl.policy_loss(logp, old_logp, adv, mask, cfg, [clip_cov])[1]
+    assert stats['cov_selected_frac'] == pytest.approx(4 / 7)  # the 4 tokens of the A < 0 row, none of the other 3
+    nothing = arl.CovariancePolicyLoss('clip_cov', fraction=2e-4, bounds=(float(cov.max()) + 1, float(cov.max()) + 2))
+    nothing.begin(None, cfg)
+    with pytest.warns(UserWarning, match=r'clip_cov treated no token.*cov_fraction 0.0002 of 7 policy tokens asks for 1'):
+        arl.policy_loss(logp, old_logp, adv, mask, cfg, [nothing])
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        arl.policy_loss(logp, old_logp, adv, mask, cfg, [nothing])  # said once per run, not per minibatch
+    nothing.begin(None, cfg)
+    with pytest.warns(UserWarning, match='clip_cov treated no token'):
+        arl.policy_loss(logp, old_logp, adv, mask, cfg, [nothing])  # a new run says it again
+
+
+def test_clip_cov_refuses_a_minibatch_before_begin():
+    logp, old_logp, adv, mask = hand_made_batch()
+    with pytest.raises(RuntimeError, match='begin'):
+        arl.policy_loss(logp, old_logp, adv, mask, arl.RLConfig(), [arl.CovariancePolicyLoss('clip_cov')])

@@ -71,7 +71,7 @@ PARAMETERS = {
     '06_entropy_collapse': {'seed': 0},
     '07_tinyagent_comparison': {'seed': 0, 'processes': 2},
     '08_design_questions': {'seed': 0, 'processes': 2},
-    '09_seeds': {'seed': 0, 'seeds': [0, 1, 2], 'processes': 2},
+    '09_seeds': {'seed': 0, 'seeds': [0, 1, 2, 3, 4], 'processes': 2},
     '10_exercises': {'seed': 0, 'processes': 2},
 }
 

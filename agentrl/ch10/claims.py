@@ -259,20 +259,45 @@ def verdict_lines(verdict, width=110):
     return claim_lines + wrap.wrap(f'measured: {verdict["evidence"]}')
 
 
+# The rule fixed before the seeds were run (issue 17): on 5 seeds a claim holds if it is true on at least 4, does not
+# hold if on at most 1, and depends on the seed otherwise. For n seeds: at least 80% / at most 20% of them.
+HOLDS, SEED_DEPENDENT, DOES_NOT_HOLD = 'holds', 'seed-dependent', 'does not hold'
+HOLDS_SHARE, FAILS_SHARE = 0.8, 0.2
+
+
+def seed_rule(held_on, n_seeds):
+    """HOLDS if the claim is true on at least 80% of n_seeds seeds (4 of 5), DOES_NOT_HOLD if on at most 20% (1 of
+    5), else SEED_DEPENDENT."""
+    if not 0 <= held_on <= n_seeds or n_seeds < 1:
+        raise ValueError(f'held_on must be between 0 and n_seeds >= 1, got {held_on} of {n_seeds}')
+    if held_on >= HOLDS_SHARE * n_seeds - 1e-9:
+        return HOLDS
+    return DOES_NOT_HOLD if held_on <= FAILS_SHARE * n_seeds + 1e-9 else SEED_DEPENDENT
+
+
+def seed_rule_counts(n_seeds):
+    """(fewest seeds on which a claim holds, most seeds on which it does not hold) under seed_rule: (4, 1) for 5."""
+    verdicts = [seed_rule(k, n_seeds) for k in range(n_seeds + 1)]
+    return verdicts.index(HOLDS), max(k for k, v in enumerate(verdicts) if v == DOES_NOT_HOLD)
+
+
+def seed_rule_text(n_seeds):
+    """The rule in words for n_seeds seeds: 'holds: true on at least 4 of 5 seeds; does not hold: on at most 1'."""
+    need, most = seed_rule_counts(n_seeds)
+    return f'holds: true on at least {need} of {n_seeds} seeds; does not hold: on at most {most}; seed-dependent between'
+
+
 def seed_verdict(claim, runs_by_seed, seeds):
     """The claim checked on each seed's runs (runs_by_seed[i] holds the runs of seeds[i]) -> dict, or None if a run
-    it needs is missing on some seed: key, kind, text, seeds, held (per seed), held_on, verdict.
-
-    verdict: 'survives' (held on every seed), 'does not survive' (on none) or 'seed-dependent'.
+    it needs is missing on some seed: key, kind, text, seeds, held (per seed), held_on, verdict (seed_rule's word).
     """
     outcomes = [claim.evaluate(runs) for runs in runs_by_seed]
     if any(outcome is None for outcome in outcomes):
         return None
     held = [outcome[0] for outcome in outcomes]
     count = sum(held)
-    verdict = 'survives' if count == len(held) else ('does not survive' if count == 0 else 'seed-dependent')
     return dict(key=claim.key, kind=claim.kind, text=claim.text, seeds=list(seeds), held=held, held_on=count,
-                verdict=verdict)
+                verdict=seed_rule(count, len(held)))
 
 
 def seed_verdict_line(summary):

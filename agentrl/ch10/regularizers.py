@@ -10,12 +10,13 @@ Each regulariser is a small class using the engine's hooks:
 """
 import copy
 import math
+import warnings
 
 import torch
 
 from agentrl.core.kl import kl_estimate
 from agentrl.core.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs
-from agentrl.substrate.grpo import Plugin, ReferenceKL, rl_update, train_rl
+from agentrl.substrate.grpo import Plugin, ReferenceKL, clipped_sides, rl_update, train_rl
 
 COV_VARIANTS = ('clip_cov', 'kl_cov')
 
@@ -102,14 +103,24 @@ def centered_cross_product(logp, advantages, mask):
     return torch.where(mask > 0, product, torch.zeros_like(product))
 
 
-def clip_cov_selection(cov, mask, fraction, bounds, generator):
-    """Clip-Cov's tokens to detach, bool [B, T]: int(fraction * N) of the N policy tokens, drawn uniformly with
-    `generator` among those whose cov lies in [bounds[0], bounds[1]]. fraction is a fraction (2e-4 = 0.02%)."""
+def treated_count(fraction, n_policy):
+    """How many of a minibatch's n_policy tokens Clip-Cov or KL-Cov treats: floor(fraction * N), but at least one
+    (as the authors' code and verl do), and none when there is no policy token at all."""
+    return max(int(fraction * n_policy), 1) if n_policy > 0 else 0
+
+
+def clip_cov_selection(cov, mask, fraction, bounds, generator, silenced=None):
+    """Clip-Cov's tokens to detach, bool [B, T]: treated_count(fraction, N) of the N policy tokens, drawn uniformly
+    with `generator` among those whose cov lies strictly inside (bounds[0], bounds[1]) and whose gradient the PPO clip
+    has not already removed (`silenced`, bool [B, T]; None: no token is). Fewer if fewer are eligible."""
     low, high = bounds
     on_policy = (mask > 0).flatten()  # [B*T]
     values = cov.flatten()
-    candidates = (on_policy & (values >= low) & (values <= high)).nonzero().squeeze(-1)
-    wanted = min(int(fraction * int(on_policy.sum())), len(candidates))
+    eligible = on_policy & (values > low) & (values < high)
+    if silenced is not None:
+        eligible &= ~silenced.flatten()
+    candidates = eligible.nonzero().squeeze(-1)
+    wanted = min(treated_count(fraction, int(on_policy.sum())), len(candidates))
     picked = candidates[torch.randperm(len(candidates), generator=generator)[:wanted]]
     chosen = torch.zeros_like(on_policy)
     chosen[picked] = True
@@ -117,13 +128,12 @@ def clip_cov_selection(cov, mask, fraction, bounds, generator):
 
 
 def kl_cov_selection(cov, mask, fraction):
-    """KL-Cov's penalised tokens, bool [B, T]: the int(fraction * N) policy tokens of largest cov (N policy tokens).
-    fraction is a fraction (2e-3 = 0.2%), not a percent."""
+    """KL-Cov's penalised tokens, bool [B, T]: the treated_count(fraction, N) policy tokens of largest cov (N policy
+    tokens). fraction is a fraction (2e-3 = 0.2%), not a percent."""
     on_policy = (mask > 0).flatten()  # [B*T]
-    wanted = int(fraction * int(on_policy.sum()))
     ranked = torch.where(on_policy, cov.flatten(), torch.full_like(cov.flatten(), -float('inf')))
     chosen = torch.zeros_like(on_policy)
-    chosen[torch.topk(ranked, wanted).indices] = True
+    chosen[torch.topk(ranked, treated_count(fraction, int(on_policy.sum()))).indices] = True
     return chosen.view_as(mask)
 
 
@@ -135,38 +145,54 @@ def is_finite_number(value):
 class CovariancePolicyLoss(Plugin):
     """Cui et al. (2025): act on the few tokens whose centred cross-product of log-prob and advantage is largest.
 
-    variant 'clip_cov': detach the surrogate of int(fraction * N) tokens drawn inside the band `bounds`;
-    variant 'kl_cov': subtract kl_coef * |logp - old_logp| on the top int(fraction * N) tokens.
-    fraction is a FRACTION of a minibatch's N policy tokens (the paper: 2e-4 for Clip-Cov, 2e-3 or 2e-4 for KL-Cov).
+    variant 'clip_cov': the PPO surrogate, with the gradient of treated_count(fraction, N) tokens stopped; they are
+    drawn among the tokens whose cov lies strictly inside `bounds` and which the PPO clip has not silenced already.
+    variant 'kl_cov': the unclipped surrogate ratio * A (the paper's eq. 14 has no clip), minus
+    kl_coef * |logp - old_logp| on the treated_count(fraction, N) tokens of largest cov.
+    fraction is a FRACTION of a minibatch's N policy tokens (the paper: 2e-4 for Clip-Cov, 2e-3 or 2e-4 for KL-Cov);
+    at least one token is treated, as in the authors' code. A minibatch where no token can be treated warns, once
+    per run.
     """
 
     def __init__(self, variant, fraction=2e-4, bounds=(1.0, 5.0), kl_coef=1.0):
         if variant not in COV_VARIANTS:
             raise ValueError(f'policy-loss variant must be one of {", ".join(map(repr, COV_VARIANTS))}, got {variant!r}')
-        if not (is_finite_number(fraction) and 0 <= fraction <= 1):
-            raise ValueError(f'cov_fraction must be a number in [0, 1] (2e-4 means 0.02%), got {fraction!r}')
+        if not (is_finite_number(fraction) and 0 < fraction <= 1):
+            raise ValueError(f'cov_fraction must be a number in (0, 1] (2e-4 means 0.02%), got {fraction!r}')
         if not (isinstance(bounds, tuple) and len(bounds) == 2 and all(is_finite_number(b) for b in bounds)
-                and bounds[0] <= bounds[1]):
-            raise ValueError(f'cov_bounds must be a pair (low, high) of finite numbers with low <= high, got {bounds!r}')
+                and bounds[0] < bounds[1]):
+            raise ValueError(f'cov_bounds must be a pair (low, high) of finite numbers with low < high, got {bounds!r}')
         if not (is_finite_number(kl_coef) and kl_coef >= 0):
             raise ValueError(f'kl_cov_coef must be a finite number >= 0, got {kl_coef!r}')
         self.variant, self.fraction, self.bounds, self.kl_coef = variant, fraction, bounds, kl_coef
-        self.seed = 0
+        self.cfg, self.warned = None, False
 
     def begin(self, model, cfg):
-        self.seed = cfg.seed
+        self.cfg, self.warned = cfg, False  # cfg: the run's seed (Clip-Cov's draws) and PPO clip range
 
     def reshape_surrogate(self, surrogate, logp, old_logp, advantages, mask, stats):
+        if self.cfg is None:
+            raise RuntimeError('CovariancePolicyLoss needs begin(model, cfg) before its first minibatch: it reads '
+                               'the seed and the clip range of cfg')
         cov = centered_cross_product(logp.detach(), advantages, mask)  # [b, T]
+        n_policy = int((mask > 0).sum())
         if self.variant == 'clip_cov':
+            silenced = torch.logical_or(*clipped_sides(torch.exp(logp.detach() - old_logp), advantages, self.cfg))
             # its own generator, seeded by the run and the minibatch: the training streams are not touched
-            draw = torch.Generator().manual_seed(self.seed * 1_000_003 + int((mask > 0).sum()))
-            chosen = clip_cov_selection(cov, mask, self.fraction, self.bounds, draw)
+            draw = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + n_policy)
+            chosen = clip_cov_selection(cov, mask, self.fraction, self.bounds, draw, silenced)
             surrogate = torch.where(chosen, surrogate.detach(), surrogate)
         else:
             chosen = kl_cov_selection(cov, mask, self.fraction)
             drift = torch.where(chosen, (logp - old_logp).abs(), torch.zeros_like(logp))
-            surrogate = surrogate - self.kl_coef * drift
+            surrogate = torch.exp(logp - old_logp) * advantages[:, None] - self.kl_coef * drift  # [b, T]
+        if not chosen.any() and not self.warned:
+            self.warned = True
+            where = (f'none of them is outside the PPO clip with a score strictly inside {self.bounds}'
+                     if self.variant == 'clip_cov' else 'there is none')
+            warnings.warn(f'{self.variant} treated no token in a minibatch: cov_fraction {self.fraction:g} of '
+                          f'{n_policy} policy tokens asks for {treated_count(self.fraction, n_policy)}, but {where} '
+                          '(said once per run)', stacklevel=2)
         with torch.no_grad():
             stats['cov_selected_frac'] = masked_mean(chosen.float(), mask).item()
         return surrogate

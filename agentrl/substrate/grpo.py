@@ -182,6 +182,13 @@ def compute_advantages(batch, cfg):
     return advantages.view(-1)  # [B]
 
 
+def clipped_sides(ratio, advantages, cfg):
+    """The tokens whose gradient PPO's clip removes, as two bool [B, T] masks (ratio [B, T], advantages [B]):
+    pushed up past 1 + cfg.clip_high with A > 0, and pushed down past 1 - cfg.clip_low with A < 0."""
+    adv = advantages[:, None]  # [B, 1]
+    return (ratio > 1 + cfg.clip_high) & (adv > 0), (ratio < 1 - cfg.clip_low) & (adv < 0)
+
+
 def policy_loss(logp, old_logp, advantages, mask, cfg, plugins=()):
     """PPO clipped surrogate: logp, old_logp, mask [B, T], advantages [B] -> (scalar loss, dict of float stats).
 
@@ -201,8 +208,7 @@ def policy_loss(logp, old_logp, advantages, mask, cfg, plugins=()):
         surrogate = plugin.reshape_surrogate(surrogate, logp, old_logp, advantages, mask, stats)
     loss = -masked_mean(surrogate, mask)
     with torch.no_grad():
-        too_high = (ratio > 1 + cfg.clip_high) & (adv > 0)  # pushed up past the range: no gradient
-        too_low = (ratio < 1 - cfg.clip_low) & (adv < 0)  # pushed down past the range: no gradient
+        too_high, too_low = clipped_sides(ratio, advantages, cfg)
         stats = dict(pg_loss=loss.item(),
                      clip_frac=masked_mean((too_high | too_low).float(), mask).item(),
                      clip_high_frac=masked_mean(too_high.float(), mask).item(),
