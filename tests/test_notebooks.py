@@ -401,3 +401,23 @@ def test_the_report_says_what_is_not_executed_and_fills_the_readme_between_its_m
     assert updated.startswith(f'intro\n{FAITHFULNESS_BEGIN}\n') and updated.endswith(f'{FAITHFULNESS_END}\nrest\n')
     assert 'stale' not in updated and '0 of ' in updated
     assert with_faithfulness('no markers here\n', Recorded(tmp_path)) is None
+
+
+def test_the_substrate_lines_name_the_frozen_trial_and_the_rows_it_misses_on_each_set_of_seeds():
+    from agentrl.build.report import substrate_lines
+
+    def row(quantity, mean, holds):
+        return dict(quantity=quantity, mean=mean, holds=holds, low=0.1, high=0.5, fmt='{:.2f}', book='0.3')
+    rows = lambda *held: [row(f'row {i}', 0.2 if h else 0.9, h) for i, h in enumerate(held)]  # noqa: E731
+    trials = [dict(number=3, state='COMPLETE', rows_held=2, band_distance=1.0, seeds=[0, 1], rows=rows(1, 1, 0),
+                   confirmation=dict(rows_held=1, band_distance=2.0, seeds=[5, 6], rows=rows(0, 1, 0))),
+              dict(number=4, state='COMPLETE', rows_held=1, band_distance=0.5, seeds=[0, 1], rows=rows(1, 0, 0),
+                   confirmation=dict(rows_held=2, band_distance=0.0, seeds=[5, 6], rows=rows(1, 1, 0)))]
+    export = dict(attrs=dict(budget=dict(trials=2, seconds=60), search_seconds=0.0), trials=trials)
+    lines = substrate_lines(export)  # budget used: the best two are measured, trial 4 holds more rows on 5-6
+    assert 'trial 4 of the calibration search' in lines[0] and 'it holds 1 on seeds 0, 1 and 2 on the unseen seeds 5, 6' \
+        in lines[0]
+    assert lines[1:] == ['  - missed on seeds 0, 1: row 1 0.90 (band 0.10-0.50, book 0.3); row 2 0.90 (band 0.10-0.50, '
+                         'book 0.3)', '  - missed on the unseen seeds 5, 6: row 2 0.90 (band 0.10-0.50, book 0.3)']
+    export['attrs']['budget']['trials'] = 300
+    assert substrate_lines(export)[0].startswith('- **The TinyAgent substrate** is not frozen yet')

@@ -7,17 +7,19 @@ the results the notebooks recorded (results/<notebook>.json, via agentrl.results
 README.md between FAITHFULNESS_BEGIN and FAITHFULNESS_END, the summary of how faithful the reproduction is.
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from agentrl import results
 from agentrl.atomic import atomic_output
-from agentrl.build import registry
+from agentrl.build import registry, search
 from agentrl.ch10.claims import (AT_SCALE, DOES_NOT_HOLD, HOLDS, MECHANISM, OBSERVATION, SEED_DEPENDENT, seed_rule_text,
                                  tally, verdict_line)
-from agentrl.paths import README, REPRODUCTION
+from agentrl.paths import CALIBRATION, README, REPRODUCTION
 
-FAITHFULNESS_BEGIN = '<!-- faithfulness: begin (written by `make report` from results/; do not edit by hand) -->'
+FAITHFULNESS_BEGIN = ('<!-- faithfulness: begin (written by `make report` from results/ and calibration/; do not edit by '
+                      'hand) -->')
 FAITHFULNESS_END = '<!-- faithfulness: end -->'
 KIND_HEADINGS = {MECHANISM: 'Mechanisms (what the chapter demonstrates)',
                  OBSERVATION: 'Observations (the chapter\'s single-seed readings)'}
@@ -154,13 +156,46 @@ def seed_counts(summaries):
     return '; '.join(parts)
 
 
-def faithfulness_summary(recorded):
-    """The README's summary of how faithful the reproduction is, as Markdown lines computed from the results."""
+def _row_value(row):
+    return 'n/a' if row.get('mean') is None else (row.get('fmt') or '{:.3g}').format(row['mean'])
+
+
+def substrate_lines(export):
+    """The README's lines on the TinyAgent substrate, from calibration/trials.json (parsed): the trial the freeze
+    rule chose, how many of `make calibrate`'s rows it holds on the search and on the confirmation seeds, and the
+    rows it misses (ours, the band, the book)."""
+    decision, recs = search.decision_from_export(export)
+    if decision.action != 'freeze':
+        return [f'- **The TinyAgent substrate** is not frozen yet (`calibration/README.md`): {decision.reason}.']
+    frozen = next(r for r in recs if r['number'] == decision.frozen)
+    measured = [('seeds ' + search._seeds(frozen['seeds']), frozen['rows'])]
+    if frozen.get('confirmation'):
+        measured.append(('the unseen seeds ' + search._seeds(frozen['confirmation']['seeds']),
+                         frozen['confirmation']['rows']))
+    held = ' and '.join(f'{sum(bool(r.get("holds")) for r in rows)} on {where}' for where, rows in measured)
+    lines = [f'- **The TinyAgent substrate** (`config.DEFAULT`) is trial {frozen["number"]} of the calibration '
+             'search (`calibration/README.md`), calibrated only on what chapters 1–9 show, with chapter 10\'s '
+             f'settings held out until the freeze. Of the {len(frozen["rows"])} rows of `make calibrate` it holds '
+             f'{held}.']
+    for where, rows in measured:
+        missed = [r for r in rows if not r.get('holds')]
+        if missed:
+            lines.append(f'  - missed on {where}: ' + '; '.join(
+                f'{r["quantity"]} {_row_value(r)} (band {search._band(r)}, book {r.get("book", "")})' for r in missed))
+    return lines
+
+
+def faithfulness_summary(recorded, calibration=None):
+    """The README's summary of how faithful the reproduction is, as Markdown lines computed from the results (and
+    from the calibration record, calibration/trials.json unless another path is given)."""
     total, match = exact_totals(recorded)
     verdict = ' — all.' if match == total else ' — **not all**: see `REPRODUCTION.md`.'
     lines = [f'- **Exact lines**: {match} of the {total} lines the book prints as exact arithmetic (sections '
              '10.1–10.5, the covariance check and the 3-step identity of 10.6, the model-size rows of the memory table '
              f'in 10.8) match it character for character{verdict}']
+    export = Path(calibration or CALIBRATION / 'trials.json')
+    if export.exists():
+        lines += substrate_lines(json.loads(export.read_text()))
     found = [v for stem in registry.VERDICT_NOTEBOOKS for v in recorded.get(stem, registry.VERDICTS_KEY, [])]
     seed0 = {v['key']: v for v in found}
     across = seed_verdicts_by_key(recorded)
