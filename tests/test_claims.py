@@ -183,3 +183,70 @@ def test_recorded_verdicts_are_what_the_runs_give(runs):
     seeds = nine[registry.SEED_SUMMARY_KEY]['seeds']
     for summary in nine[registry.SCALE_VERDICTS_KEY]:
         assert claims.by_key(summary['key']).evaluate(runs)[0] == summary['held'][seeds.index(0)], summary['key']
+
+
+# ------------------------------------------------------------------------------------------- the explanations
+def _seed_runs(lost, kl):
+    """The runs one seed needs for the KL 1.0 reading: entropy 0.5 -> 0.5 - lost, KL from the start kl."""
+    history = [dict(entropy=0.5, invalid=0.0)] * 5 + [dict(entropy=0.5 - lost, invalid=0.0)] * 5
+    return {'KL k3+ 1.0': dict(history=history, metrics=dict(kl_start=kl))}
+
+
+def test_an_explanation_is_shown_only_where_its_premise_holds_on_four_of_five_seeds():
+    from agentrl.ch10 import explanations
+    claim = claims.by_key('kl-1.0-holds-entropy')
+    for premise_on, shown in [(4, True), (3, False)]:
+        runs = [_seed_runs(0.2, 0.05 if i < premise_on else 0.15) for i in range(5)]  # premise: 0.2 > 2 * KL
+        summary = claims.seed_verdict(claim, runs, range(5))
+        assert summary['verdict'] == claims.DOES_NOT_HOLD  # -40% on every seed
+        found = explanations.explain(summary, runs)
+        assert found['premise_held'] == [True] * premise_on + [False] * (5 - premise_on)
+        assert (found['explanation'] is not None) == shown
+        assert found['evidence'][0] == '0.500 -> 0.300 (-40.0%)'
+        text = '\n'.join(explanations.explanation_lines([found]))
+        assert ('Our reading: the penalty is a reverse KL' in text) == shown
+        assert ('so we do not offer it' in text) == (not shown) and 'seed 4: KL k3+ 1.0 loses 0.200 nats' in text
+
+
+def test_explain_refuses_a_claim_that_holds_and_says_so_where_it_has_no_reading():
+    from agentrl.ch10 import explanations
+    claim = claims.by_key('kl-1.0-holds-entropy')
+    runs = [_seed_runs(0.01, 0.05) for _ in range(5)]  # -2%: holds
+    with pytest.raises(ValueError, match='nothing to explain'):
+        explanations.explain(claims.seed_verdict(claim, runs, range(5)), runs)
+    collapse = claims.by_key('collapse')
+    flat = [{'none': dict(history=[dict(entropy=0.5)] * 10)} for _ in range(5)]
+    summary = claims.seed_verdict(collapse, flat, range(5))
+    assert 'collapse' not in explanations.EXPLANATIONS
+    found = explanations.explain(summary, flat)
+    assert found['premise'] is None and found['explanation'] is None
+    assert explanations.explanation_lines([found])[1] == '  - We have no explanation to offer for this one.'
+    with pytest.raises(ValueError, match='runs_by_seed has 4 entries for 5 seeds'):
+        explanations.explain(summary, flat[:4])
+
+
+def test_every_explanation_names_a_claim_and_reads_only_runs_that_claim_reads():
+    from agentrl.ch10 import explanations
+    run = dict(history=[dict(entropy=0.5, invalid=0.1, reads=0.5, signal=True)] * 10,
+               metrics=dict(kl_start=0.1, invalid=0.1, pass8=0.8))
+    for key, reading in explanations.EXPLANATIONS.items():
+        needs = claims.by_key(key).needs  # a premise read from another run would be missing on a seed of its own
+        held, measured = reading.check({name: run for name in needs})
+        assert isinstance(held, bool) and measured and reading.text.endswith('.') and not reading.premise.endswith('.')
+
+
+def test_every_claim_not_holding_across_the_seeds_has_its_numbers_and_a_reading_recorded():
+    from agentrl.ch10.explanations import EXPLANATIONS
+    nine = results.load(registry.SEED_NOTEBOOK, RESULTS)
+    failing = {v['key']: v for v in nine[registry.SEED_VERDICTS_KEY] + nine[registry.SCALE_VERDICTS_KEY]
+               if v['verdict'] != claims.HOLDS}
+    recorded = {e['key']: e for e in nine[registry.EXPLANATIONS_KEY]}
+    assert sorted(recorded) == sorted(failing)  # one entry per claim that does not hold, none for one that does
+    for key, e in recorded.items():
+        assert (e['verdict'], e['held_on'], e['seeds']) == (failing[key]['verdict'], failing[key]['held_on'],
+                                                             failing[key]['seeds'])
+        assert len(e['evidence']) == len(e['seeds'])
+        if key in EXPLANATIONS:  # shown exactly when its premise holds on >= 4 of 5 seeds, with today's text
+            assert e['premise'] == EXPLANATIONS[key].premise and len(e['premise_held']) == len(e['seeds'])
+            shown = claims.seed_rule(sum(e['premise_held']), len(e['seeds'])) == claims.HOLDS
+            assert e['explanation'] == (EXPLANATIONS[key].text if shown else None)

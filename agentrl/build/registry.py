@@ -59,6 +59,7 @@ SEED_NOTEBOOK = '09_seeds'
 SEED_SUMMARY_KEY = 'seed_summary'
 SEED_VERDICTS_KEY = 'seed_verdicts'
 SCALE_VERDICTS_KEY = 'scale_verdicts'
+EXPLANATIONS_KEY = 'explanations'  # notebook 09: agentrl.ch10.explanations.explain dicts, one per claim not holding
 
 # Each notebook's parameters as its committed `parameters` cell assigns them, in order (tests/test_side_runs.py
 # keeps the two equal). A run with any other value is a side run (agentrl.build.side_runs): it writes aside.

@@ -16,6 +16,7 @@ from agentrl.atomic import atomic_output
 from agentrl.build import registry, search
 from agentrl.ch10.claims import (AT_SCALE, DOES_NOT_HOLD, HOLDS, MECHANISM, OBSERVATION, SEED_DEPENDENT, seed_rule_text,
                                  tally, verdict_line)
+from agentrl.ch10.explanations import explanation_lines
 from agentrl.paths import CALIBRATION, README, REPRODUCTION
 
 FAITHFULNESS_BEGIN = ('<!-- faithfulness: begin (written by `make report` from results/ and calibration/; do not edit by '
@@ -124,6 +125,12 @@ def claims_section(section, recorded):
         out.extend(f'- {v["text"]} — {seed_phrase(v)}' for v in scaled)
         holding = sum(v['verdict'] == HOLDS for v in scaled)
         counts += f'; at twice the scale {holding} of {len(scaled)} re-checks hold'
+    readings = recorded.get(registry.SEED_NOTEBOOK, registry.EXPLANATIONS_KEY, []) if at_10_7 else []
+    if readings:
+        out.append('\n**Where a claim does not hold across the seeds: what each seed measured, and our reading '
+                   '(notebook 09; a reading is shown only where the fact it rests on holds on at least 4 of 5 '
+                   'seeds):**\n')
+        out.extend(explanation_lines(readings))
     return out + [''], counts
 
 
@@ -185,6 +192,16 @@ def substrate_lines(export):
     return lines
 
 
+def reading_phrase(found):
+    """One line on our reading of a claim that does not hold (an agentrl.ch10.explanations.explain dict, or None)."""
+    if found is None or found['premise'] is None:
+        return 'our reading: none offered (notebook 09)'
+    on = f'true on {sum(found["premise_held"])} of {len(found["seeds"])} seeds'
+    if found['explanation'] is None:
+        return f'our reading is withheld: the fact it rests on ({found["premise"]}) is {on} only (notebook 09)'
+    return f'our reading (notebook 09): {found["explanation"]} It rests on this: {found["premise"]}, {on}.'
+
+
 def faithfulness_summary(recorded, calibration=None):
     """The README's summary of how faithful the reproduction is, as Markdown lines computed from the results (and
     from the calibration record, calibration/trials.json unless another path is given)."""
@@ -203,16 +220,22 @@ def faithfulness_summary(recorded, calibration=None):
         seeds = next(iter(across.values()))['seeds']
         lines.append(f'- **The chapter\'s claims on our TinyAgent runs, on seeds {", ".join(map(str, seeds))}** '
                      f'(notebook 09; {seed_rule_text(len(seeds))}): {seed_counts(list(across.values()))}.')
+        readings = {e['key']: e for e in recorded.get(registry.SEED_NOTEBOOK, registry.EXPLANATIONS_KEY, [])}
         for v in (v for v in across.values() if v['kind'] == MECHANISM and v['verdict'] != HOLDS):
             measured = f'; seed 0 measured: {seed0[v["key"]]["evidence"]}' if v['key'] in seed0 else ''
             lines.append(f'  - {v["verdict"]}: {v["text"]} — {seed_phrase(v)}{measured}')
+            lines.append('    - ' + reading_phrase(readings.get(v['key'])))
     if found:
         lines.append(f'- **The same claims on seed 0 alone** (notebooks 07 and 08, the chapter\'s single seed): '
                      f'{claim_counts(found)}.')
     scaled = recorded.get(registry.SEED_NOTEBOOK, registry.SCALE_VERDICTS_KEY, [])
     if scaled:
+        readings = {e['key']: e for e in recorded.get(registry.SEED_NOTEBOOK, registry.EXPLANATIONS_KEY, [])}
         lines.append('- **Re-checked at twice the coefficient or the steps** (notebook 09):')
-        lines.extend(f'  - {v["text"]}: {seed_phrase(v)}' for v in scaled)
+        for v in scaled:
+            lines.append(f'  - {v["text"]}: {seed_phrase(v)}')
+            if v['verdict'] != HOLDS:
+                lines.append('    - ' + reading_phrase(readings.get(v['key'])))
     return lines
 
 
