@@ -5,17 +5,35 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 import torch
 
 import agentrl as arl
+from agentrl.substrate.config import CANDIDATES, active, use
+
+MAIN = CANDIDATES['main']  # the substrate before the calibration, which the numbers of these unit tests were written for
+
+
+@pytest.fixture(autouse=True, scope='module')
+def on_main():
+    """Imported into a test module: its tests build the named configuration 'main' (tasks, tokenizer, RL base,
+    RLConfig defaults), whatever config.DEFAULT is. The mechanisms they test do not depend on it; their numbers do."""
+    with use(MAIN):
+        yield MAIN
+
 
 # A quick SFT: enough for a model that behaves like an agent, fast enough for tests (a few seconds).
 QUICK_SFT = arl.SFTConfig(careful_steps=80, habit_steps=20, batch_size=16)
 
 
-@functools.lru_cache(maxsize=None)
 def tokenizer():
-    return arl.build_tokenizer(arl.make_tasks('all'))
+    """The active substrate's tokenizer (built once per configuration)."""
+    return _tokenizer(active())
+
+
+@functools.lru_cache(maxsize=None)
+def _tokenizer(config):
+    return arl.build_tokenizer(arl.make_tasks('all', substrate=config))
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import agentrl as arl
-from substrate_fixtures import WrappedModel, max_param_difference, quick_base, quick_base_dir, tokenizer
+from substrate_fixtures import (max_param_difference, on_main, quick_base, quick_base_dir, tokenizer, WrappedModel)  # noqa: F401 (on_main: autouse)
 
 
 def test_entropy_with_a_masked_token_is_finite_and_exact_with_a_finite_gradient():

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import agentrl as arl
-from substrate_fixtures import WrappedModel, max_param_difference, quick_base, quick_base_dir, tokenizer
+from agentrl.substrate.config import use
+from substrate_fixtures import (MAIN, max_param_difference, on_main, quick_base, quick_base_dir, tokenizer, WrappedModel)  # noqa: F401 (on_main: autouse)
 
 
 @pytest.fixture(scope='module')
@@ -168,9 +169,11 @@ def test_evaluation_touches_neither_the_model_nor_the_global_rng(base):
 
 
 def train_two_steps(directory):
-    """Worker: load the quick base from `directory` and train it for 2 default steps -> history."""
-    model = quick_base(directory)
-    return arl.train_rl(model, arl.make_tasks('train'), tokenizer(), arl.RLConfig(eval_every=0), steps=2)
+    """Worker: load the quick base from `directory` and train it for 2 default steps -> history (on the substrate
+    'main', which a spawned process does not inherit from this module's fixture)."""
+    with use(MAIN):
+        model = quick_base(directory)
+        return arl.train_rl(model, arl.make_tasks('train'), tokenizer(), arl.RLConfig(eval_every=0), steps=2)
 
 
 def test_a_run_in_another_process_gives_the_same_numbers(base, base_dir):

@@ -6,6 +6,7 @@ import pytest
 
 import agentrl as arl
 from agentrl.substrate.gym import BREAKS, FIXES, grade_source, passes_hidden_tests, run_hidden_tests
+from substrate_fixtures import on_main  # noqa: F401 (autouse: these tests build the substrate main)
 
 
 def family_lines(task):

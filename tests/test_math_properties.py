@@ -265,7 +265,7 @@ def grouped_rewards(draw, values=EIGHTHS):
 @given(case=grouped_rewards(st.floats(-10, 10)))
 def test_advantages_are_the_group_standardised_rewards(case):
     group_size, rewards = case
-    got = arl.compute_advantages(dict(rewards=torch.tensor(rewards)), arl.RLConfig(group_size=group_size))
+    got = arl.compute_advantages(dict(rewards=torch.tensor(rewards)), arl.RLConfig(group_size=group_size, turn_cost=0.0))
     expected = by_hand_advantages([float(torch.tensor(r)) for r in rewards], group_size)  # the float32 rewards
     assert got.tolist() == pytest.approx(expected, abs=2e-3)  # float32 rounding over ~1e-6 spreads, at worst
     for start in range(0, len(rewards), group_size):  # each group: mean 0, and std 1 when its rewards spread enough
@@ -281,7 +281,7 @@ def test_advantages_are_the_group_standardised_rewards(case):
     [0.25, 0.5, 2.0, 8.0, 64.0]), flip=st.booleans())
 def test_advantages_ignore_a_reward_shift_and_a_positive_scale_and_flip_with_a_negative_one(case, shift, scale, flip):
     group_size, rewards = case
-    cfg = arl.RLConfig(group_size=group_size)
+    cfg = arl.RLConfig(group_size=group_size, turn_cost=0.0)  # rewards only: no cost per turn
     base = arl.compute_advantages(dict(rewards=torch.tensor(rewards)), cfg)
     shifted = arl.compute_advantages(dict(rewards=torch.tensor(rewards) + shift), cfg)
     assert torch.allclose(shifted, base, atol=1e-5)
@@ -308,7 +308,7 @@ def test_zero_variance_groups_get_exactly_zero_even_with_a_turn_cost(value, shif
                    'task rewards (0 or 1) are exact')
 @pytest.mark.parametrize('value, group_size', [(0.1, 8), (123.456, 5), (-2.9, 3), (0.3, 6)])
 def test_zero_variance_groups_of_any_equal_rewards_get_zero(value, group_size):
-    advantages = arl.compute_advantages(dict(rewards=torch.full((group_size,), value)), arl.RLConfig(group_size=group_size))
+    advantages = arl.compute_advantages(dict(rewards=torch.full((group_size,), value)), arl.RLConfig(group_size=group_size, turn_cost=0.0))
     assert torch.equal(advantages, torch.zeros(group_size))
 
 
@@ -316,7 +316,7 @@ def test_zero_variance_groups_of_any_equal_rewards_get_zero(value, group_size):
 @given(pairs=st.lists(st.tuples(st.floats(-10, 10), st.floats(-10, 10)), min_size=1, max_size=6))
 def test_a_group_of_2_gets_plus_and_minus_one_over_root_2(pairs):
     rewards = [r for pair in pairs for r in pair]
-    advantages = arl.compute_advantages(dict(rewards=torch.tensor(rewards)), arl.RLConfig(group_size=2)).view(-1, 2)
+    advantages = arl.compute_advantages(dict(rewards=torch.tensor(rewards)), arl.RLConfig(group_size=2, turn_cost=0.0)).view(-1, 2)
     for (a, b), (adv_a, adv_b) in zip(pairs, advantages.tolist()):
         a, b = float(torch.tensor(a)), float(torch.tensor(b))  # as float32 holds them
         if a == b:

@@ -837,13 +837,22 @@ def test_train_regularized_hands_every_choice_to_the_engine(monkeypatch):
     assert [type(p).__name__ for p in kw2['plugins']] == ['KLInReward']
 
 
-@pytest.mark.parametrize('kwargs', [dict(fraction=0.0), dict(fraction=1.0), dict(bounds=(2.0, 2.0)),
+@pytest.mark.parametrize('kwargs', [dict(fraction=1.0), dict(fraction=1e-9), dict(bounds=(2.0, 2.0 + 1e-9)),
                                     dict(kl_coef=0.0)])
-def test_the_covariance_loss_accepts_the_closed_ends_of_its_ranges(kwargs):
+def test_the_covariance_loss_accepts_the_ends_of_its_ranges(kwargs):
     from agentrl.ch10.regularizers import CovariancePolicyLoss
 
     term = CovariancePolicyLoss('kl_cov', **kwargs)
     assert all(getattr(term, k) == v for k, v in kwargs.items())
+
+
+@pytest.mark.parametrize('kwargs,field', [(dict(fraction=0.0), 'cov_fraction'), (dict(bounds=(2.0, 2.0)), 'cov_bounds'),
+                                          (dict(kl_coef=-1e-9), 'kl_cov_coef')])
+def test_the_covariance_loss_refuses_what_lies_just_outside_them(kwargs, field):
+    from agentrl.ch10.regularizers import CovariancePolicyLoss
+
+    with pytest.raises(ValueError, match=f'^{field} must be'):
+        CovariancePolicyLoss('kl_cov', **kwargs)
 
 
 def test_the_covariance_loss_names_its_variants_and_defaults_to_the_papers_kl_cov_coefficient():
@@ -861,9 +870,11 @@ def test_kl_cov_subtracts_coef_times_the_drift_from_the_sampling_policy_on_its_t
     logp, old_logp = -torch.rand(2, 3, generator=g), -torch.rand(2, 3, generator=g)
     surrogate, mask = torch.randn(2, 3, generator=g), torch.ones(2, 3)
     term = CovariancePolicyLoss('kl_cov', fraction=1.0, kl_coef=0.5)  # every policy token is penalised
-    stats = {}
-    out = term.reshape_surrogate(surrogate, logp, old_logp, torch.tensor([1.0, -1.0]), mask, stats)
-    assert torch.allclose(out, surrogate - 0.5 * (logp - old_logp).abs()) and stats['cov_selected_frac'] == 1.0
+    term.begin(None, arl.RLConfig())
+    stats, advantages = {}, torch.tensor([1.0, -1.0])
+    out = term.reshape_surrogate(surrogate, logp, old_logp, advantages, mask, stats)
+    unclipped = torch.exp(logp - old_logp) * advantages[:, None]  # KL-Cov replaces the clipped surrogate
+    assert torch.allclose(out, unclipped - 0.5 * (logp - old_logp).abs()) and stats['cov_selected_frac'] == 1.0
 
 
 def test_the_entropy_bonus_logs_the_entropy_and_subtracts_coef_times_it():

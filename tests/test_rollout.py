@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import agentrl as arl
-from substrate_fixtures import quick_base, tokenizer
+from substrate_fixtures import on_main, quick_base, tokenizer  # noqa: F401 (on_main: autouse)
 
 
 @pytest.fixture(scope='module')

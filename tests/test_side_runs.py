@@ -57,7 +57,7 @@ def test_each_notebook_routes_its_outputs_in_the_cell_after_its_parameters(name)
 
 
 def test_committed_values_leave_the_committed_folders_and_print_nothing(committed_homes, capsys):
-    side_runs.route_outputs('09_seeds', seed=0, seeds=[0, 1, 2], processes=2)
+    side_runs.route_outputs('09_seeds', **registry.PARAMETERS['09_seeds'])  # the committed values, [0, 1, 2, 3, 4]
     assert (paths.results_dir(), paths.figures_dir()) == (paths.RESULTS, paths.FIGURES)
     assert capsys.readouterr().out == ''
 
@@ -65,7 +65,7 @@ def test_committed_values_leave_the_committed_folders_and_print_nothing(committe
 def test_other_values_write_aside_and_say_where_in_one_line(committed_homes, capsys):
     side_runs.route_outputs('09_seeds', seed=0, seeds=[0, 1], processes=2)
     folder = committed_homes / '09_seeds-seeds=0,1'
-    assert capsys.readouterr().out == (f'side run (seeds=[0, 1]; committed: seeds=[0, 1, 2]): results and figures '
+    assert capsys.readouterr().out == (f'side run (seeds=[0, 1]; committed: seeds=[0, 1, 2, 3, 4]): results and figures '
                                        f'go to {folder}/ (results/, figures/)\n')
     results.record('09_seeds', 'probe', 1)
     fig, _ = plotting.new_figure()
@@ -73,7 +73,7 @@ def test_other_values_write_aside_and_say_where_in_one_line(committed_homes, cap
     assert written == folder / 'figures' / 'ch10-side-probe.svg' and written.is_file()
     assert results.load('09_seeds', folder / 'results') == {'probe': 1}
     assert not (paths.FIGURES / 'ch10-side-probe.svg').exists()
-    side_runs.route_outputs('09_seeds', seed=0, seeds=[0, 1, 2], processes=2)  # back to the committed values
+    side_runs.route_outputs('09_seeds', **registry.PARAMETERS['09_seeds'])  # back to the committed values
     assert (paths.results_dir(), paths.figures_dir()) == (paths.RESULTS, paths.FIGURES)
 
 

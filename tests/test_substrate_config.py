@@ -12,6 +12,7 @@ from agentrl.substrate.config import CANDIDATES, DEFAULT, Habits, SFTConfig, Sub
 
 LONG = SubstrateConfig(grammar='long')
 C18 = CANDIDATES['c18']
+MAIN = CANDIDATES['main']  # the substrate before the calibration: SubstrateConfig()'s defaults
 
 
 def test_use_switches_the_active_configuration_and_restores_it():
@@ -41,10 +42,10 @@ def test_a_bad_field_is_refused_naming_it_and_what_is_allowed(field, value, allo
 
 
 def test_configurations_are_hashable_and_round_trip_through_their_description():
-    assert len({DEFAULT, C18, LONG, SubstrateConfig()}) == 3
+    assert len({MAIN, C18, LONG, SubstrateConfig()}) == 3
     for config in CANDIDATES.values():
         assert SubstrateConfig.from_description(config.describe()) == config
-    assert C18.key() != DEFAULT.key() and DEFAULT.key() == SubstrateConfig().key()
+    assert C18.key() != MAIN.key() and MAIN.key() == SubstrateConfig().key()
 
 
 def test_rlconfig_defaults_follow_the_active_configuration():
@@ -55,7 +56,7 @@ def test_rlconfig_defaults_follow_the_active_configuration():
 
 
 def test_the_family_set_and_offset_cap_reach_the_tasks():
-    base, extended = arl.make_tasks('all'), arl.make_tasks('all', substrate=C18)
+    base, extended = arl.make_tasks('all', substrate=MAIN), arl.make_tasks('all', substrate=C18)
     assert len({t.family for t in base}) == 36 and len({t.family for t in extended}) == 51
     assert max(t.max_offset for t in extended) == 2 and max(t.max_offset for t in base) > 2
     with use(C18):
@@ -133,7 +134,8 @@ def test_a_turn_cost_shifts_advantages_only_in_groups_with_a_reward_spread():
     assert torch.equal(costly[4:], torch.zeros(4))  # equal rewards: no signal, whatever the turns
     with pytest.raises(ValueError, match="n_turns"):
         arl.compute_advantages(dict(rewards=batch['rewards']), arl.RLConfig(group_size=4, turn_cost=0.1))
-    assert torch.equal(arl.compute_advantages(dict(rewards=batch['rewards']), arl.RLConfig(group_size=4)), plain)
+    with use(MAIN):  # its default cost per turn is 0
+        assert torch.equal(arl.compute_advantages(dict(rewards=batch['rewards']), arl.RLConfig(group_size=4)), plain)
 
 
 def test_collate_carries_each_episodes_turns():

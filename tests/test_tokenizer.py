@@ -3,7 +3,7 @@ import pytest
 import torch
 
 import agentrl as arl
-from substrate_fixtures import tokenizer
+from substrate_fixtures import on_main, tokenizer  # noqa: F401 (on_main: autouse)
 
 
 def test_vocabulary_size_and_padding():
