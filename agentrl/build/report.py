@@ -105,12 +105,12 @@ def claims_section(section, recorded):
     if not found:
         return [], ''
     at_10_7 = section.number == '10.7'
-    across = seed_verdicts_by_key(recorded) if at_10_7 else {}
+    across = {k: v for k, v in seed_verdicts_by_key(recorded).items() if k in {f['key'] for f in found}}
     scaled = recorded.get(registry.SEED_NOTEBOOK, registry.SCALE_VERDICTS_KEY, []) if at_10_7 else []
     out = ['### The chapter\'s claims on our runs\n']
     if across:
         seeds = next(iter(across.values()))['seeds']
-        out.append(f'Each verdict is for seed 0 (notebook 07); after the `—`, the same check on each of '
+        out.append(f'Each verdict is for seed 0 (notebook {notebook[:2]}); after the `—`, the same check on each of '
                    f'{len(seeds)} seeds ({", ".join(map(str, seeds))}) (notebook 09).')
     for kind in dict.fromkeys(v['kind'] for v in found):
         out.append(f'\n**{KIND_HEADINGS.get(kind, kind)}:**\n')
