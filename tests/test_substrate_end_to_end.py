@@ -7,7 +7,7 @@ import torch
 import agentrl as arl
 from substrate_fixtures import tokenizer
 
-pytestmark = pytest.mark.slow  # 12 GRPO steps after an SFT
+pytestmark = pytest.mark.slow  # 20 GRPO steps after an SFT
 
 
 def test_sft_then_grpo_improves_reward():
@@ -15,7 +15,8 @@ def test_sft_then_grpo_improves_reward():
     tok, train = tokenizer(), arl.make_tasks('train')
     base = arl.make_rl_base(tok)  # the book's RL base (built once per machine, then cached)
     model = copy.deepcopy(base)
-    history = arl.train_rl(model, train, tok, arl.RLConfig(eval_every=12, eval_group_size=4), steps=12)
+    # 20 steps: the calibrated base learns at the book's pace (its batch reward is about 0.4 at step 10, 0.7 at 20)
+    history = arl.train_rl(model, train, tok, arl.RLConfig(eval_every=20, eval_group_size=4), steps=20)
     early = sum(h['reward'] for h in history[:3]) / 3
     late = sum(h['reward'] for h in history[-3:]) / 3
     assert early < 0.3 and late > early + 0.2, (early, late)
