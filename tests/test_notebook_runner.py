@@ -187,3 +187,19 @@ def test_publishing_leaves_alone_the_results_of_other_notebooks_that_changed_mea
         (Path(os.environ['AGENTRL_RESULTS_DIR']) / 'mine.json').write_text('{"mine": 1}')
         publish()
     assert (home / 'other.json').read_text() == '{"v": 2}' and (home / 'mine.json').read_text() == '{"mine": 1}'
+
+
+def test_the_cache_dependent_covariance_warning_is_dropped_from_stderr_and_nothing_else():
+    import nbformat
+
+    from agentrl.build.notebook_runner import strip_volatile
+    warning = ('/x/agentrl/substrate/grpo.py:208: UserWarning: clip_cov treated no token in a minibatch: cov_fraction '
+               '0.01 of 152 policy tokens asks for 1, but ... (said once per run)\n'
+               '  surrogate = plugin.reshape_surrogate(surrogate, logp, old_logp, advantages, mask, stats)\n')
+    cell = nbformat.v4.new_code_cell('x', outputs=[
+        nbformat.v4.new_output('stream', name='stderr', text=warning + 'a real problem\n  and its detail\n' + warning),
+        nbformat.v4.new_output('stream', name='stdout', text='printed\n'),
+        nbformat.v4.new_output('stream', name='stderr', text=warning)])
+    nb = strip_volatile(nbformat.v4.new_notebook(cells=[cell]))
+    assert [(o.name, o.text) for o in nb.cells[0].outputs] == [('stderr', 'a real problem\n  and its detail\n'),
+                                                                ('stdout', 'printed\n')]

@@ -61,12 +61,18 @@ def _stop_kernels(started_before):
             os.unlink(manager.connection_file)
 
 
+# Warnings a training worker prints when it trains a run, and not when the run comes from the run cache: kept out of
+# the committed notebook, which must not depend on what the cache held (the run itself is the same either way).
+CACHE_DEPENDENT_WARNINGS = ('treated no token in a minibatch',)  # agentrl.ch10.regularizers.CovariancePolicyLoss
+
+
 def strip_volatile(nb):
-    """Remove run-dependent metadata from an executed notebook and join split stream outputs, in place -> nb."""
+    """Remove run-dependent metadata from an executed notebook, join split stream outputs and drop the cache-dependent
+    warnings from stderr, in place -> nb."""
     nb.metadata.pop('papermill', None)
     for cell in nb.cells:
         if cell.cell_type == 'code':
-            cell.outputs = coalesce_streams(cell.outputs)
+            cell.outputs = drop_cache_dependent_warnings(coalesce_streams(cell.outputs))
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
         if INJECTED_TAG in cell.metadata.get('tags', []):
@@ -83,6 +89,28 @@ def coalesce_streams(outputs):
         else:
             joined.append(out)
     return joined
+
+
+def drop_cache_dependent_warnings(outputs):
+    """Remove each CACHE_DEPENDENT_WARNINGS line of stderr, with the indented source line Python prints under it;
+    a stderr output left empty is dropped. Everything else stays as it was."""
+    kept = []
+    for out in outputs:
+        if out.output_type == 'stream' and out.name == 'stderr':
+            lines, text = out.text.splitlines(keepends=True), []
+            skip_source = False
+            for line in lines:
+                if skip_source and line.startswith('  '):
+                    skip_source = False
+                    continue
+                skip_source = any(w in line for w in CACHE_DEPENDENT_WARNINGS)
+                if not skip_source:
+                    text.append(line)
+            if not text:
+                continue
+            out.text = ''.join(text)
+        kept.append(out)
+    return kept
 
 
 # --- reading a notebook and naming its cells ---------------------------------------------------------------------
