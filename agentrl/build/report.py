@@ -216,11 +216,11 @@ def faithfulness_summary(recorded, calibration=None):
     found = [v for stem in registry.VERDICT_NOTEBOOKS for v in recorded.get(stem, registry.VERDICTS_KEY, [])]
     seed0 = {v['key']: v for v in found}
     across = seed_verdicts_by_key(recorded)
+    readings = {e['key']: e for e in recorded.get(registry.SEED_NOTEBOOK, registry.EXPLANATIONS_KEY, [])}
     if across:
         seeds = next(iter(across.values()))['seeds']
         lines.append(f'- **The chapter\'s claims on our TinyAgent runs, on seeds {", ".join(map(str, seeds))}** '
                      f'(notebook 09; {seed_rule_text(len(seeds))}): {seed_counts(list(across.values()))}.')
-        readings = {e['key']: e for e in recorded.get(registry.SEED_NOTEBOOK, registry.EXPLANATIONS_KEY, [])}
         for v in (v for v in across.values() if v['kind'] == MECHANISM and v['verdict'] != HOLDS):
             measured = f'; seed 0 measured: {seed0[v["key"]]["evidence"]}' if v['key'] in seed0 else ''
             lines.append(f'  - {v["verdict"]}: {v["text"]} — {seed_phrase(v)}{measured}')
@@ -230,7 +230,6 @@ def faithfulness_summary(recorded, calibration=None):
                      f'{claim_counts(found)}.')
     scaled = recorded.get(registry.SEED_NOTEBOOK, registry.SCALE_VERDICTS_KEY, [])
     if scaled:
-        readings = {e['key']: e for e in recorded.get(registry.SEED_NOTEBOOK, registry.EXPLANATIONS_KEY, [])}
         lines.append('- **Re-checked at twice the coefficient or the steps** (notebook 09):')
         for v in scaled:
             lines.append(f'  - {v["text"]}: {seed_phrase(v)}')

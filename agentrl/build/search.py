@@ -430,7 +430,11 @@ def counts(recs):
 def budget_used(study, search):
     """The budget of issue 17: BUDGET_TRIALS complete trials or BUDGET_SECONDS of search time."""
     complete = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-    return complete >= search.budget_trials or study.user_attrs.get('search_seconds', 0.0) >= search.budget_seconds
+    return _exhausted(complete, study.user_attrs.get('search_seconds', 0.0), search.budget_trials, search.budget_seconds)
+
+
+def _exhausted(complete, seconds, budget_trials, budget_seconds):
+    return complete >= budget_trials or seconds >= budget_seconds
 
 
 # ---------------------------------------------------------------------------------------------- the freeze rule
@@ -502,9 +506,8 @@ def decision_from_export(export):
     """
     attrs, recs = export['attrs'], export['trials']
     budget = attrs.get('budget') or {}
-    complete = sum(r['state'] == 'COMPLETE' for r in recs)
-    exhausted = (complete >= budget.get('trials', BUDGET_TRIALS)
-                 or attrs.get('search_seconds', 0.0) >= budget.get('seconds', BUDGET_SECONDS))
+    exhausted = _exhausted(sum(r['state'] == 'COMPLETE' for r in recs), attrs.get('search_seconds', 0.0),
+                           budget.get('trials', BUDGET_TRIALS), budget.get('seconds', BUDGET_SECONDS))
     return decide(recs, exhausted), recs
 
 
