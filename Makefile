@@ -111,14 +111,16 @@ bench: $(SETUP)
 
 # Issue 19's mutation score (agentrl/build/mutation.py): mutmut (pinned) over agentrl/core, the GRPO engine, the
 # sandbox, the rollout, the chapter's regularisers and the verified cache, with their fast tests; writes
-# reports/mutation.md. Not part of `make test` (see the README for how long it takes). MUTATION_ARGS passes options,
+# reports/mutation-results.json (the verdicts as data), reports/mutation.md and the README's paragraph. Not part of
+# `make test` (see the README for how long it takes). MUTATION_ARGS passes options,
 # e.g. MUTATION_ARGS="--keep 'agentrl.substrate.grpo.*'" to retest some mutants and keep the other verdicts.
 mutation: $(SETUP)
 	$(PY) -m agentrl.build.mutation run $(MUTATION_ARGS)
 
-# The report alone, from the verdicts already in mutants/ and reports/mutation-justifications.toml (runs no test).
+# The report and the README paragraph alone, from reports/mutation-results.json and the justifications (runs no
+# test); MUTATION_ARGS=--from-mutants first reads the verdicts in mutants/ again.
 mutation-report: $(SETUP)
-	$(PY) -m agentrl.build.mutation report
+	$(PY) -m agentrl.build.mutation report $(MUTATION_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

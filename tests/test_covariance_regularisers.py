@@ -1,5 +1,6 @@
 """Clip-Cov and KL-Cov token selection on hand-made batches: exactly which tokens are detached or penalised."""
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -50,6 +51,7 @@ def test_clip_cov_treats_at_least_one_token_at_the_papers_fraction():
     picked = clip_cov_selection(cov, MASK, 2e-4, (1.0, 5.0), torch.Generator().manual_seed(0))
     assert int(picked.sum()) == 1  # int(2e-4 * 7) = 0 would treat none
     assert treated_count(2e-4, 7) == 1 and treated_count(0.5, 7) == 3 and treated_count(0.5, 0) == 0
+    assert treated_count(2e-4, 1) == 1  # a lone policy token is treated too
 
 
 def test_clip_cov_bounds_are_strict():
@@ -74,7 +76,7 @@ def hand_made_batch():
     """logp, old_logp [2, 4], advantages [2], mask [2, 4] with one padding position."""
     logp = torch.tensor([[-0.1, -2.5, -0.3, 0.0], [-1.0, -0.2, -3.0, -0.5]])
     old_logp = logp + torch.tensor([[0.05, -0.02, 0.03, 0.0], [-0.04, 0.01, 0.02, -0.03]])
-    return logp, old_logp, torch.tensor([1.0, -1.0]), MASK
+    return logp, old_logp, torch.tensor([1.5, -0.5]), MASK  # not +-1: a product and a quotient by A differ
 
 
 def test_policy_loss_kl_cov_penalises_exactly_the_top_tokens_without_the_ppo_clip():
@@ -138,8 +140,16 @@ def test_clip_cov_in_policy_loss_skips_clipped_tokens_and_warns_once_when_it_tre
     assert stats['cov_selected_frac'] == pytest.approx(4 / 7)  # the 4 tokens of the A < 0 row, none of the other 3
     nothing = arl.CovariancePolicyLoss('clip_cov', fraction=2e-4, bounds=(float(cov.max()) + 1, float(cov.max()) + 2))
     nothing.begin(None, cfg)
-    with pytest.warns(UserWarning, match=r'clip_cov treated no token.*cov_fraction 0.0002 of 7 policy tokens asks for 1'):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
         arl.policy_loss(logp, old_logp, adv, mask, cfg, [nothing])
+    (warning,) = caught
+    high = float(cov.max())
+    assert str(warning.message) == (
+        'clip_cov treated no token in a minibatch: cov_fraction 0.0002 of 7 policy tokens asks for 1, but none of '
+        f'them is outside the PPO clip with a score strictly inside ({high + 1}, {high + 2}) (said once per run)')
+    # attributed to the engine's line that called the plug-in, where a reader looks for the loss being built
+    assert Path(warning.filename) == Path(arl.policy_loss.__code__.co_filename)
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         arl.policy_loss(logp, old_logp, adv, mask, cfg, [nothing])  # said once per run, not per minibatch
@@ -148,7 +158,19 @@ def test_clip_cov_in_policy_loss_skips_clipped_tokens_and_warns_once_when_it_tre
         arl.policy_loss(logp, old_logp, adv, mask, cfg, [nothing])  # a new run says it again
 
 
+def test_kl_cov_says_so_when_a_minibatch_has_no_policy_token_at_all():
+    logp, old_logp, adv, _ = hand_made_batch()
+    kl_cov = arl.CovariancePolicyLoss('kl_cov')
+    kl_cov.begin(None, arl.RLConfig())
+    with pytest.warns(UserWarning) as caught:
+        arl.policy_loss(logp, old_logp, adv, torch.zeros_like(MASK), arl.RLConfig(), [kl_cov])
+    assert [str(w.message) for w in caught] == [
+        'kl_cov treated no token in a minibatch: cov_fraction 0.0002 of 0 policy tokens asks for 0, but there is none '
+        '(said once per run)']
+
+
 def test_clip_cov_refuses_a_minibatch_before_begin():
     logp, old_logp, adv, mask = hand_made_batch()
-    with pytest.raises(RuntimeError, match='begin'):
+    with pytest.raises(RuntimeError, match=r'^CovariancePolicyLoss needs begin\(model, cfg\) before its first minibatch: '
+                                           r'it reads the seed and the clip range of cfg$'):
         arl.policy_loss(logp, old_logp, adv, mask, arl.RLConfig(), [arl.CovariancePolicyLoss('clip_cov')])

@@ -1,7 +1,11 @@
 """The mutation report (agentrl/build/mutation.py) from mutmut's verdicts and the justification file: a survivor is
 matched to its justification by what it changes (robust to line shifts), a stale justification and an unjustified
 survivor are listed, equivalent mutants leave the score, and a partial run says so."""
+import pytest
+
 from agentrl.build import mutation
+from agentrl.build.report import between_markers
+from agentrl.paths import README
 
 
 def row(status, function='f', line='return a + b', mutated='return a - b', module='agentrl.core.kl'):
@@ -59,3 +63,40 @@ def test_a_run_with_unchecked_mutants_is_labelled_partial(monkeypatch):
 def test_the_committed_justifications_parse():
     for key, value in mutation.load_justifications().items():
         assert value['kind'] in mutation.KINDS and value['why'] and len(key) == 4
+
+
+def test_the_verdicts_kept_as_data_read_back_as_collected(tmp_path, monkeypatch):
+    rows = [row('killed'), dict(row('survived'), lineno=7), row('not checked', module='agentrl.core.exact')]
+    for number, r in enumerate(rows):  # one mutant each
+        r['mutant'] = r['mutant'].replace('_1', f'_{number + 1}')
+    runs = [dict(command='make mutation', seconds=60.0, tested=2, children=2, mutmut='3.8.1', commit='abc', note=None)]
+    mutation.save_results(rows, runs, tmp_path / 'r.json')
+    assert mutation.load_results(tmp_path / 'r.json') == (rows, runs)
+
+
+def test_the_readme_paragraph_gives_the_score_the_run_time_and_says_partial(monkeypatch):
+    runs = [dict(command='make mutation', seconds=600.0, tested=3, children=2, mutmut='3.8.1', commit='abc',
+                 note=None)]
+    rows = [row('killed'), row('killed'), row('survived'), row('not checked')]
+    [text] = mutation.readme_lines(rows, justification('not worth a test'), runs)
+    assert 'a **partial** run, 1 of 4 mutants not checked' in text and '**66.7%** of the 3' in text
+    assert '1 survivors are judged not worth a test and 0 have no justification' in text and 'took 10 min' in text
+    [text] = mutation.readme_lines(rows[:3], {}, runs)
+    assert 'all 3 mutants checked' in text and '1 have no justification yet' in text
+
+
+def test_the_score_goes_between_the_readme_markers_and_missing_markers_raise():
+    text = f'a\n{mutation.README_BEGIN}\nold\n{mutation.README_END}\nb\n'
+    assert mutation.readme_with_score(text, ['new']) == f'a\n{mutation.README_BEGIN}\nnew\n{mutation.README_END}\nb\n'
+    with pytest.raises(ValueError, match='README.md lacks the markers'):
+        mutation.readme_with_score('no markers', ['new'])
+
+
+def test_the_committed_report_and_readme_paragraph_are_what_the_committed_verdicts_give():
+    rows, runs = mutation.load_results()
+    justifications = mutation.load_justifications()
+    assert mutation.REPORT.read_text(encoding='utf-8') == mutation.render(rows, justifications, runs=runs), \
+        'reports/mutation.md disagrees with reports/mutation-results.json: run `make mutation-report`'
+    block = between_markers(README.read_text(encoding='utf-8'), mutation.README_BEGIN, mutation.README_END)
+    assert block == mutation.readme_lines(rows, justifications, runs), \
+        "README.md's mutation paragraph disagrees with reports/mutation-results.json: run `make mutation-report`"

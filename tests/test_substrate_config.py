@@ -127,12 +127,14 @@ def test_a_mislabelled_fix_names_a_neighbouring_line_and_fails():
 
 
 def test_a_turn_cost_shifts_advantages_only_in_groups_with_a_reward_spread():
-    batch = dict(rewards=torch.tensor([1., 0., 0., 0., 1., 1., 1., 1.]), n_turns=torch.tensor([3, 2, 2, 5, 2, 3, 4, 3]))
+    # the groups' mean turns differ (3 and 4.5): each episode is measured against its own group's mean
+    batch = dict(rewards=torch.tensor([1., 0., 0., 0., 1., 1., 1., 1.]), n_turns=torch.tensor([3, 2, 2, 5, 2, 5, 6, 5]))
     plain = arl.compute_advantages(batch, arl.RLConfig(group_size=4, turn_cost=0.0))
     costly = arl.compute_advantages(batch, arl.RLConfig(group_size=4, turn_cost=0.1))
     assert torch.allclose(costly[:4] - plain[:4], -0.1 * torch.tensor([0., -1., -1., 2.]))
     assert torch.equal(costly[4:], torch.zeros(4))  # equal rewards: no signal, whatever the turns
-    with pytest.raises(ValueError, match="n_turns"):
+    with pytest.raises(ValueError, match=r"^cfg\.turn_cost > 0 needs batch\['n_turns'\] \(turns per episode \[B\]; "
+                                         r"collate sets it\)$"):
         arl.compute_advantages(dict(rewards=batch['rewards']), arl.RLConfig(group_size=4, turn_cost=0.1))
     with use(MAIN):  # its default cost per turn is 0
         assert torch.equal(arl.compute_advantages(dict(rewards=batch['rewards']), arl.RLConfig(group_size=4)), plain)

@@ -1,7 +1,7 @@
 """`make mutation`: mutation testing of the modules issue 19 names, with the fast suite, and the report it writes.
 
     python -m agentrl.build.mutation run [--keep] [--max-children N] [MUTANT ...]   # mutmut run, then the report
-    python -m agentrl.build.mutation report                                         # the report from mutants/ only
+    python -m agentrl.build.mutation report [--from-mutants]                        # the report from the data only
 
 mutmut (pinned in requirements.txt, configured in pyproject.toml's [tool.mutmut]) copies agentrl/ into mutants/,
 rewrites each function of the mutated modules into a trampoline over its mutants and runs, for every mutant, the fast
@@ -9,8 +9,11 @@ tests that call the function (agentrl/build/mutation_plugin.py lets the mutants 
 `run` starts from an empty mutants/ unless --keep (then mutmut keeps its earlier verdicts and retests only the named
 mutants, or the new and changed ones).
 
-The report (reports/mutation.md) is written from mutmut's results in mutants/ and the justifications in
-reports/mutation-justifications.toml, never by hand. A surviving mutant is identified by its module, its function and
+`run` keeps mutmut's verdicts as data in reports/mutation-results.json (committed: every mutant's status, the
+survivors' changed lines, the runs' times), since mutants/ is mutmut's working copy and is not. The report
+(reports/mutation.md) and the README's mutation paragraph are written from that file and the justifications in
+reports/mutation-justifications.toml, never by hand; `report` rewrites both from the committed data (or, with
+--from-mutants, reads mutmut's verdicts in mutants/ again first). A surviving mutant is identified by its module, its function and
 the text of the line it changes, before and after (not by mutmut's number or a line number, which shift when code is
 added above it); each justification carries that identity, a kind ('equivalent': no input can tell the mutant from
 the code; 'not worth a test': it changes behaviour nobody relies on) and one line of why. The score is the share of
@@ -30,10 +33,14 @@ import tomllib
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from agentrl.build.report import write_text
-from agentrl.paths import REPO
+from agentrl.build.report import between_markers, replace_between_markers, write_text
+from agentrl.paths import README, REPO
 
 REPORT = REPO / 'reports' / 'mutation.md'
+RESULTS = REPO / 'reports' / 'mutation-results.json'  # mutmut's verdicts and the runs' times, as committed data
+README_BEGIN = ('<!-- mutation: begin (written by `make mutation` from reports/mutation-results.json; do not edit by '
+                'hand) -->')
+README_END = '<!-- mutation: end -->'
 JUSTIFICATIONS = REPO / 'reports' / 'mutation-justifications.toml'
 MUTANTS = REPO / 'mutants'
 RUN_RECORD = MUTANTS / 'agentrl-mutation-runs.json'  # what each `run` measured (time, mutants tested)
@@ -269,12 +276,84 @@ def render(rows, justifications, runs=None):
     return '\n'.join(lines) + '\n'
 
 
-def write_report(path=REPORT):
-    runs = json.loads(RUN_RECORD.read_text()) if RUN_RECORD.is_file() else []
-    text = render(collect(), load_justifications(), runs=runs)
+def save_results(rows, runs, path=RESULTS):
+    """Keep mutmut's verdicts as committed data: {runs, status: {path: {mutant: status}}, survivors: {mutant: ...}}."""
+    status, survivors = defaultdict(dict), {}
+    for row in rows:
+        status[row['path']][row['mutant']] = row['status']
+        if row['status'] == 'survived':
+            survivors[row['mutant']] = dict(line=row['line'], mutated=row['mutated'], lineno=row['lineno'])
+    data = dict(mutmut_runs=runs, status=status, survivors=survivors)
+    write_text(Path(path), json.dumps(data, indent=1, ensure_ascii=False) + '\n')
+
+
+def load_results(path=RESULTS):
+    """(rows, runs) as collect() and the run record gave them, from the committed data file."""
+    data = json.loads(Path(path).read_text(encoding='utf-8'))
+    rows = []
+    for source, statuses in data['status'].items():
+        for mutant, status in statuses.items():
+            row = dict(module=module_name(source), path=source, mutant=mutant, function=function_of(mutant),
+                       status=status)
+            if status == 'survived':
+                row.update(data['survivors'][mutant])
+            rows.append(row)
+    return rows, data['mutmut_runs']
+
+
+def readme_lines(rows, justifications, runs):
+    """The README's paragraph on the measured score, from the same data as the report."""
+    per_module, survivors, _ = summarise(rows, justifications)
+    total = Counter()
+    for counts in per_module.values():
+        total.update(counts)
+    checked = Counter(total)
+    checked['total'] -= total['not checked']
+    detected, relevant = score(checked)
+    unjustified = sum(not s['justification'] for s in survivors)
+    not_worth = sum(bool(s['justification']) and s['justification']['kind'] != 'equivalent' for s in survivors)
+    full = [r for r in runs if r['command'] == 'make mutation']
+    partial = f'a **partial** run, {total["not checked"]} of {total["total"]} mutants not checked' \
+        if total['not checked'] else f'all {total["total"]} mutants checked'
+    commits = sorted({r.get('commit', '?') for r in runs})
+    text = (f'Measured ({partial}, at commit{"s" if len(commits) > 1 else ""} '
+            + ', '.join(f'`{c}`' for c in commits) + f'): **{_percent(detected, relevant)}** of the {relevant} '
+            f'non-equivalent mutants are detected ({detected} killed or timed out), against a target of '
+            f'{TARGET:.0%}; {total["equivalent"]} mutants are equivalent, {not_worth} survivors are judged not worth a '
+            f'test and {unjustified} have no justification yet.')
+    if full:
+        r = full[-1]
+        text += (f' A whole run from an empty `mutants/` took {r["seconds"] / 60:.0f} min on this project\'s machine '
+                 f'({r["children"]} worker processes, {r["tested"]} mutants'
+                 + (f'; {r["note"]}' if r.get('note') else '') + ').')
+    return [text]
+
+
+def readme_with_score(readme_text, lines):
+    """readme_text with its mutation paragraph replaced; missing markers raise."""
+    updated = replace_between_markers(readme_text, README_BEGIN, README_END, lines)
+    if updated is None:
+        raise ValueError(f'README.md lacks the markers {README_BEGIN!r} ... {README_END!r} around the mutation score')
+    return updated
+
+
+def write_report(path=REPORT, readme=README):
+    """The report and the README's paragraph, from the committed data and the justifications."""
+    rows, runs = load_results()
+    justifications = load_justifications()
+    text = render(rows, justifications, runs=runs)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, text)
+    if readme is not None:
+        write_text(readme, readme_with_score(readme.read_text(encoding='utf-8'), readme_lines(rows, justifications,
+                                                                                             runs)))
     return text
+
+
+def results_from_mutants():
+    """Read mutmut's verdicts in mutants/ (and the times of the runs that made them) into the committed data file."""
+    runs = json.loads(RUN_RECORD.read_text()) if RUN_RECORD.is_file() else []
+    save_results(collect(), runs)
 
 
 def _git_commit():
@@ -301,6 +380,7 @@ def run(mutants=(), keep=False, max_children=2, note=None):
         runs = json.loads(RUN_RECORD.read_text()) if keep and RUN_RECORD.is_file() else []
         RUN_RECORD.write_text(json.dumps(runs + [record], indent=1))
     print(f'mutmut finished (exit code {done.returncode}) in {seconds / 60:.1f} min')
+    results_from_mutants()
     text = write_report()
     print(next(line for line in text.splitlines() if line.startswith('**Score')))
     return done.returncode
@@ -323,10 +403,17 @@ def main(argv=None):
     r.add_argument('--keep', action='store_true', help="keep mutants/ and mutmut's earlier verdicts")
     r.add_argument('--max-children', type=int, default=2)
     r.add_argument('--note', help='a remark recorded with the run time (e.g. the machine was busy)')
-    sub.add_parser('report', help='write reports/mutation.md from mutants/ and the justifications')
+    p = sub.add_parser('report', help='write reports/mutation.md and the README paragraph from the committed data '
+                                      'and the justifications')
+    p.add_argument('--from-mutants', action='store_true',
+                   help="first read mutmut's verdicts in mutants/ into reports/mutation-results.json")
     args = parser.parse_args(argv)
     if args.what == 'run':
         return run(args.mutants, keep=args.keep, max_children=args.max_children, note=args.note)
+    if args.from_mutants:
+        if not MUTANTS.is_dir():
+            parser.error(f'--from-mutants: {MUTANTS} does not exist (run `make mutation` first)')
+        results_from_mutants()
     print(write_report())
     return 0
 

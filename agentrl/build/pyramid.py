@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentrl.build.report import write_text
+from agentrl.build.report import between_markers, replace_between_markers, write_text
 from agentrl.paths import README, REPO
 
 TESTS = REPO / 'tests'
@@ -109,17 +109,16 @@ def table(found):
 
 def readme_block(readme_text):
     """The lines between the README's pyramid markers; missing markers raise."""
-    start, end = readme_text.find(PYRAMID_BEGIN), readme_text.find(PYRAMID_END)
-    if start < 0 or end < start:
+    lines = between_markers(readme_text, PYRAMID_BEGIN, PYRAMID_END)
+    if lines is None:
         raise ValueError(f'README.md lacks the markers {PYRAMID_BEGIN!r} ... {PYRAMID_END!r} around the test table')
-    return readme_text[start + len(PYRAMID_BEGIN):end].strip('\n').splitlines()
+    return lines
 
 
 def with_table(readme_text, lines):
     """readme_text with the block between its pyramid markers replaced by lines."""
     readme_block(readme_text)  # the markers must be there
-    start, end = readme_text.find(PYRAMID_BEGIN), readme_text.find(PYRAMID_END) + len(PYRAMID_END)
-    return readme_text[:start] + '\n'.join([PYRAMID_BEGIN, *lines, PYRAMID_END]) + readme_text[end:]
+    return replace_between_markers(readme_text, PYRAMID_BEGIN, PYRAMID_END, lines)
 
 
 def main(argv=None):

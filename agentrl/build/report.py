@@ -285,14 +285,27 @@ def build_report(folder=None):
     return '\n'.join(head + body) + '\n'
 
 
+def between_markers(text, begin, end):
+    """The lines of text between the marker lines begin and end, or None if either is missing or they are out of
+    order. The README's code-written blocks (faithfulness, test table, mutation score) sit between such markers."""
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
+        return None
+    return text[start + len(begin):stop].strip('\n').splitlines()
+
+
+def replace_between_markers(text, begin, end, lines):
+    """text with the block between its markers begin and end replaced by lines; None if the markers are missing."""
+    if between_markers(text, begin, end) is None:
+        return None
+    start, stop = text.find(begin), text.find(end) + len(end)
+    return text[:start] + '\n'.join([begin, *lines, end]) + text[stop:]
+
+
 def with_faithfulness(readme_text, recorded):
     """readme_text with the block between the faithfulness markers replaced by the computed summary; None if the
     markers are missing or out of order."""
-    start, end = readme_text.find(FAITHFULNESS_BEGIN), readme_text.find(FAITHFULNESS_END)
-    if start < 0 or end < start:
-        return None
-    block = '\n'.join([FAITHFULNESS_BEGIN, *faithfulness_summary(recorded), FAITHFULNESS_END])
-    return readme_text[:start] + block + readme_text[end + len(FAITHFULNESS_END):]
+    return replace_between_markers(readme_text, FAITHFULNESS_BEGIN, FAITHFULNESS_END, faithfulness_summary(recorded))
 
 
 def write_text(path, text):
