@@ -111,7 +111,8 @@ bench: $(SETUP)
 
 # Issue 19's mutation score (agentrl/build/mutation.py): mutmut (pinned) over agentrl/core, the GRPO engine, the
 # sandbox, the rollout, the chapter's regularisers and the verified cache, with their fast tests; writes
-# reports/mutation-results.json (the verdicts as data), reports/mutation.md and the README's paragraph. Not part of
+# reports/mutation-results.json (the verdicts as data), reports/mutation.md and the README's paragraph; then the
+# hand-written mutants of reports/hand-mutants.toml, each on a copy of the tree. Not part of
 # `make test` (see the README for how long it takes). MUTATION_ARGS passes options,
 # e.g. MUTATION_ARGS="--keep 'agentrl.substrate.grpo.*'" to retest some mutants and keep the other verdicts.
 mutation: $(SETUP)

@@ -95,8 +95,31 @@ def test_the_score_goes_between_the_readme_markers_and_missing_markers_raise():
 def test_the_committed_report_and_readme_paragraph_are_what_the_committed_verdicts_give():
     rows, runs = mutation.load_results()
     justifications = mutation.load_justifications()
-    assert mutation.REPORT.read_text(encoding='utf-8') == mutation.render(rows, justifications, runs=runs), \
+    hand = mutation.load_hand_results()
+    assert mutation.REPORT.read_text(encoding='utf-8') == mutation.render(rows, justifications, runs=runs, hand=hand), \
         'reports/mutation.md disagrees with reports/mutation-results.json: run `make mutation-report`'
     block = between_markers(README.read_text(encoding='utf-8'), mutation.README_BEGIN, mutation.README_END)
-    assert block == mutation.readme_lines(rows, justifications, runs), \
+    assert block == mutation.readme_lines(rows, justifications, runs, hand), \
         "README.md's mutation paragraph disagrees with reports/mutation-results.json: run `make mutation-report`"
+
+
+def test_every_hand_mutant_changes_one_place_of_an_existing_file():
+    mutants = mutation.load_hand_mutants()
+    assert mutants and all(m['find'] != m['replace'] and m['slip'] for m in mutants)
+
+
+def test_a_hand_mutant_whose_text_is_not_found_exactly_once_is_refused(tmp_path):
+    bad = tmp_path / 'hand.toml'
+    bad.write_text('[[mutant]]\npath = "agentrl/core/kl.py"\nfind = "return"\nreplace = "pass"\nslip = "s"\n')
+    with pytest.raises(ValueError, match=r'number 1 \(s\): its find text occurs \d+ times in agentrl/core/kl.py'):
+        mutation.load_hand_mutants(bad)
+
+
+def test_the_hand_mutants_section_counts_the_detected_and_marks_the_survivors():
+    hand = dict(commit='abc', jobs=2, seconds=120.0, clean_seconds=50.0, mutants=[
+        dict(path='agentrl/core/kl.py', slip='k1 flipped', status='killed', test='tests/t.py::x', seconds=3.0),
+        dict(path='agentrl/core/kl.py', slip='k3 naive', status='survived', test=None, seconds=60.0)])
+    text = '\n'.join(mutation.hand_lines(hand))
+    assert '**1 of 2 detected** at commit `abc`' in text
+    assert '| `agentrl/core/kl.py` | k3 naive | **survived** |  |' in text and '`tests/t.py::x`' in text
+    assert 'Not run yet' in '\n'.join(mutation.hand_lines(None))

@@ -1,6 +1,7 @@
 """`make mutation`: mutation testing of the modules issue 19 names, with the fast suite, and the report it writes.
 
-    python -m agentrl.build.mutation run [--keep] [--max-children N] [MUTANT ...]   # mutmut run, then the report
+    python -m agentrl.build.mutation run [--keep] [--max-children N] [--no-hand] [MUTANT ...]  # mutmut, then the report
+    python -m agentrl.build.mutation hand [--jobs N]                                # the hand-written mutants only
     python -m agentrl.build.mutation report [--from-mutants]                        # the report from the data only
 
 mutmut (pinned in requirements.txt, configured in pyproject.toml's [tool.mutmut]) copies agentrl/ into mutants/,
@@ -13,13 +14,18 @@ mutants, or the new and changed ones).
 survivors' changed lines, the runs' times), since mutants/ is mutmut's working copy and is not. The report
 (reports/mutation.md) and the README's mutation paragraph are written from that file and the justifications in
 reports/mutation-justifications.toml, never by hand; `report` rewrites both from the committed data (or, with
---from-mutants, reads mutmut's verdicts in mutants/ again first). A surviving mutant is identified by its module, its function and
-the text of the line it changes, before and after (not by mutmut's number or a line number, which shift when code is
-added above it); each justification carries that identity, a kind ('equivalent': no input can tell the mutant from
-the code; 'not worth a test': it changes behaviour nobody relies on) and one line of why. The score is the share of
-non-equivalent mutants the suite detects (killed, or timed out: the mutant made a test run past its time limit). A
-survivor without a justification, and a justification that matches no survivor (stale: its mutant is killed now or
-its line changed), are listed as such.
+--from-mutants, reads mutmut's verdicts in mutants/ again first). A surviving mutant is identified by its module,
+its function and the text of the line it changes, before and after (not by mutmut's number or a line number, which
+shift when code is added above it); each justification carries that identity, a kind ('equivalent': no input can
+tell the mutant from the code; 'not worth a test': it changes behaviour nobody relies on) and one line of why. The
+score is the share of non-equivalent mutants the suite detects (killed, or timed out: the mutant made a test run past
+its time limit). A survivor without a justification, and a justification that matches no survivor (stale: its mutant
+is killed now or its line changed), are listed as such.
+
+mutmut's operators change one token (an operator, a constant, an argument); they do not write the slips a reviewer
+of RL code tries first: a KL taken the other way round, a temperature or a generator left out, a limit loosened.
+Those are written by hand in reports/hand-mutants.toml; after a whole mutmut run (or with `hand`), each is applied to
+a copy of the tree and the same fast tests run there, two copies at a time.
 """
 import argparse
 import ast
@@ -41,6 +47,8 @@ RESULTS = REPO / 'reports' / 'mutation-results.json'  # mutmut's verdicts and th
 README_BEGIN = ('<!-- mutation: begin (written by `make mutation` from reports/mutation-results.json; do not edit by '
                 'hand) -->')
 README_END = '<!-- mutation: end -->'
+HAND_MUTANTS = REPO / 'reports' / 'hand-mutants.toml'  # the slips a reviewer would try, beyond mutmut's operators
+HAND_TIMEOUT = 900  # seconds for one hand mutant's test run (the unmutated run takes about a minute here)
 JUSTIFICATIONS = REPO / 'reports' / 'mutation-justifications.toml'
 MUTANTS = REPO / 'mutants'
 RUN_RECORD = MUTANTS / 'agentrl-mutation-runs.json'  # what each `run` measured (time, mutants tested)
@@ -190,8 +198,8 @@ def _percent(detected, relevant):
     return f'{100 * detected / relevant:.1f}%' if relevant else 'n/a'
 
 
-def render(rows, justifications, runs=None):
-    """The report's Markdown text."""
+def render(rows, justifications, runs=None, hand=None):
+    """The report's Markdown text (hand: the hand mutants' recorded verdicts)."""
     per_module, survivors, stale = summarise(rows, justifications)
     total = Counter()
     for counts in per_module.values():
@@ -265,6 +273,7 @@ def render(rows, justifications, runs=None):
         lines.append('')
     if not survivors:
         lines += ['None.', '']
+    lines += hand_lines(hand)
     lines += ['## Stale justifications', '']
     if stale:
         lines += ['These entries of reports/mutation-justifications.toml match no surviving mutant (the mutant is '
@@ -276,20 +285,31 @@ def render(rows, justifications, runs=None):
     return '\n'.join(lines) + '\n'
 
 
+def _read_data(path):
+    path = Path(path)
+    return json.loads(path.read_text(encoding='utf-8')) if path.is_file() else {}
+
+
+def _write_data(path, data):
+    write_text(Path(path), json.dumps(data, indent=1, ensure_ascii=False) + '\n')
+
+
 def save_results(rows, runs, path=RESULTS):
-    """Keep mutmut's verdicts as committed data: {runs, status: {path: {mutant: status}}, survivors: {mutant: ...}}."""
+    """Keep mutmut's verdicts as committed data: {runs, status: {path: {mutant: status}}, survivors: {mutant: ...}}
+    (the hand mutants' verdicts in the same file are kept)."""
     status, survivors = defaultdict(dict), {}
     for row in rows:
         status[row['path']][row['mutant']] = row['status']
         if row['status'] == 'survived':
             survivors[row['mutant']] = dict(line=row['line'], mutated=row['mutated'], lineno=row['lineno'])
-    data = dict(mutmut_runs=runs, status=status, survivors=survivors)
-    write_text(Path(path), json.dumps(data, indent=1, ensure_ascii=False) + '\n')
+    data = _read_data(path)
+    data.update(mutmut_runs=runs, status=status, survivors=survivors)
+    _write_data(path, data)
 
 
 def load_results(path=RESULTS):
     """(rows, runs) as collect() and the run record gave them, from the committed data file."""
-    data = json.loads(Path(path).read_text(encoding='utf-8'))
+    data = _read_data(path)
     rows = []
     for source, statuses in data['status'].items():
         for mutant, status in statuses.items():
@@ -301,7 +321,7 @@ def load_results(path=RESULTS):
     return rows, data['mutmut_runs']
 
 
-def readme_lines(rows, justifications, runs):
+def readme_lines(rows, justifications, runs, hand=None):
     """The README's paragraph on the measured score, from the same data as the report."""
     per_module, survivors, _ = summarise(rows, justifications)
     total = Counter()
@@ -326,6 +346,11 @@ def readme_lines(rows, justifications, runs):
         text += (f' A whole run from an empty `mutants/` took {r["seconds"] / 60:.0f} min on this project\'s machine '
                  f'({r["children"]} worker processes, {r["tested"]} mutants'
                  + (f'; {r["note"]}' if r.get('note') else '') + ').')
+    if hand:
+        killed = sum(m['status'] in DETECTED for m in hand['mutants'])
+        text += (f' Of the {len(hand["mutants"])} hand-written mutants (`reports/hand-mutants.toml`: a KL taken the '
+                 f'wrong way round, a temperature or a generator forgotten, a sandbox limit loosened), {killed} are '
+                 f'detected ({hand["seconds"] / 60:.0f} min, {hand["jobs"]} at a time).')
     return [text]
 
 
@@ -341,12 +366,12 @@ def write_report(path=REPORT, readme=README):
     """The report and the README's paragraph, from the committed data and the justifications."""
     rows, runs = load_results()
     justifications = load_justifications()
-    text = render(rows, justifications, runs=runs)
+    text = render(rows, justifications, runs=runs, hand=load_hand_results())
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, text)
     if readme is not None:
-        write_text(readme, readme_with_score(readme.read_text(encoding='utf-8'), readme_lines(rows, justifications,
-                                                                                             runs)))
+        paragraph = readme_lines(rows, justifications, runs, load_hand_results())
+        write_text(readme, readme_with_score(readme.read_text(encoding='utf-8'), paragraph))
     return text
 
 
@@ -356,13 +381,137 @@ def results_from_mutants():
     save_results(collect(), runs)
 
 
+def load_hand_mutants(path=HAND_MUTANTS):
+    """[dict(path, find, replace, slip)] from the TOML file; each `find` must occur exactly once in its file."""
+    with open(path, 'rb') as f:
+        entries = tomllib.load(f).get('mutant', [])
+    for number, entry in enumerate(entries, 1):
+        missing = {'path', 'find', 'replace', 'slip'} - set(entry)
+        if missing:
+            raise ValueError(f'{path}: [[mutant]] number {number} lacks {sorted(missing)}')
+        source = REPO / entry['path']
+        if not source.is_file():
+            raise ValueError(f'{path}: [[mutant]] number {number} names {entry["path"]}, which is not a file')
+        count = source.read_text(encoding='utf-8').count(entry['find'])
+        if count != 1:
+            raise ValueError(f'{path}: [[mutant]] number {number} ({entry["slip"]}): its find text occurs {count} '
+                             f'times in {entry["path"]}, it must occur exactly once')
+    return entries
+
+
+def _fast_test_command():
+    """The pytest command of [tool.mutmut]'s test selection, without mutmut's plug-in; stops at the first failure."""
+    with open(REPO / 'pyproject.toml', 'rb') as f:
+        selection = tomllib.load(f)['tool']['mutmut']['pytest_add_cli_args_test_selection']
+    return [sys.executable, '-m', 'pytest', '-x', '-q', '-p', 'no:cacheprovider', '-p', 'no:randomly', *selection]
+
+
+def _copy_tree(dest):
+    """Copy the working tree's files (tracked, and untracked but not ignored) to dest: the snapshot every hand
+    mutant starts from, so that editing the tree during a run changes none of its verdicts."""
+    listed = subprocess.run(['git', 'ls-files', '-z', '--cached', '--others', '--exclude-standard'], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split('\0')
+    for name in filter(None, listed):
+        source = REPO / name
+        if source.is_file():
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+
+
+def _first_failure(output):
+    for line in output.splitlines():
+        if line.startswith(('FAILED ', 'ERROR ')):
+            return line.split(' ', 1)[1].split(' - ')[0]
+    return None
+
+
+def try_in_copy(snapshot, mutant=None):
+    """Run the fast tests of the mutation run on a copy of the folder `snapshot` (a copy of the tree), with `mutant`
+    applied (None: unmutated) -> dict(status 'killed' | 'survived' | 'timeout', test: the first failing one, seconds)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix='agentrl-hand-mutant-') as folder:
+        tree = Path(folder) / 'tree'
+        shutil.copytree(snapshot, tree, symlinks=True)
+        if mutant is not None:
+            target = tree / mutant['path']
+            target.write_text(target.read_text(encoding='utf-8').replace(mutant['find'], mutant['replace'], 1),
+                              encoding='utf-8')
+        env = dict(os.environ, PYTHONPATH=str(tree), PYTHONDONTWRITEBYTECODE='1')
+        start = time.monotonic()
+        try:
+            done = subprocess.run(_fast_test_command(), cwd=tree, env=env, capture_output=True, text=True,
+                                  timeout=HAND_TIMEOUT, start_new_session=True)
+        except subprocess.TimeoutExpired:
+            return dict(status='timeout', test=None, seconds=round(time.monotonic() - start, 1))
+        seconds = round(time.monotonic() - start, 1)
+        if done.returncode == 0:
+            return dict(status='survived', test=None, seconds=seconds)
+        if done.returncode != 1:  # 1: tests failed; anything else: pytest itself could not run them
+            raise RuntimeError(f'pytest exited with {done.returncode} on a copy of the tree'
+                               + (f' with the hand mutant {mutant["slip"]!r}' if mutant else '')
+                               + f':\n{done.stdout[-3000:]}{done.stderr[-3000:]}')
+        return dict(status='killed', test=_first_failure(done.stdout), seconds=seconds)
+
+
+def run_hand(jobs=2):
+    """Every hand mutant, `jobs` at a time, after an unmutated run that must pass; the verdicts go into RESULTS."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import tempfile
+
+    mutants = load_hand_mutants()
+    start = time.monotonic()
+    commit = _git_commit()
+    with tempfile.TemporaryDirectory(prefix='agentrl-hand-snapshot-') as snapshot:
+        _copy_tree(Path(snapshot))
+        clean = try_in_copy(snapshot)
+        if clean['status'] != 'survived':
+            raise RuntimeError(f'the fast tests fail on an unmutated copy of the tree ({clean}): fix them first')
+        with ThreadPoolExecutor(jobs) as pool:
+            verdicts = list(pool.map(lambda mutant: try_in_copy(snapshot, mutant), mutants))
+    for mutant, verdict in zip(mutants, verdicts):
+        print(f'{verdict["status"]:>8}  {mutant["path"]}: {mutant["slip"]}' + (f'  ({verdict["test"]})'
+                                                                                   if verdict['test'] else ''))
+    data = _read_data(RESULTS)
+    data['hand'] = dict(commit=commit, jobs=jobs, seconds=round(time.monotonic() - start, 1),
+                        clean_seconds=clean['seconds'],
+                        mutants=[dict(path=m['path'], slip=m['slip'], **v) for m, v in zip(mutants, verdicts)])
+    _write_data(RESULTS, data)
+    return data['hand']
+
+
+def load_hand_results(path=RESULTS):
+    """The committed verdicts on the hand mutants, or None if none were recorded."""
+    return _read_data(path).get('hand')
+
+
+def hand_lines(hand):
+    """The report's section on the hand mutants."""
+    lines = ['## Hand-written mutants', '',
+             'The slips a reviewer would try that mutmut\'s operators do not write (reports/hand-mutants.toml), each '
+             'applied to a copy of the tree and tested with the same fast tests.', '']
+    if not hand:
+        return lines + ['*Not run yet: `make mutation` runs them.*', '']
+    killed = sum(m['status'] in DETECTED for m in hand['mutants'])
+    lines += [f'**{killed} of {len(hand["mutants"])} detected** at commit `{hand["commit"]}`, {hand["jobs"]} at a '
+              f'time: {hand["seconds"] / 60:.1f} min (the unmutated run: {hand["clean_seconds"]:.0f} s).', '',
+              '| file | the slip | verdict | first test that fails |', '|---|---|---|---|']
+    for m in hand['mutants']:
+        verdict = m['status'] if m['status'] in DETECTED else '**survived**'
+        test = f'`{m["test"]}`' if m['test'] else ''
+        lines.append(f'| `{m["path"]}` | {m["slip"]} | {verdict} | {test} |')
+    return lines + ['']
+
+
 def _git_commit():
     done = subprocess.run(['git', 'describe', '--always', '--dirty'], cwd=REPO, capture_output=True, text=True)
     return done.stdout.strip() or '?'
 
 
-def run(mutants=(), keep=False, max_children=2, note=None):
-    """mutmut run over the configured modules (or only the named mutants, globs allowed), timed; then the report."""
+def run(mutants=(), keep=False, max_children=2, note=None, hand=True):
+    """mutmut run over the configured modules (or only the named mutants, globs allowed), timed; then, after a
+    whole run, the hand mutants (unless hand=False); then the report."""
     import importlib.metadata
 
     if not keep and MUTANTS.exists():
@@ -381,6 +530,8 @@ def run(mutants=(), keep=False, max_children=2, note=None):
         RUN_RECORD.write_text(json.dumps(runs + [record], indent=1))
     print(f'mutmut finished (exit code {done.returncode}) in {seconds / 60:.1f} min')
     results_from_mutants()
+    if hand and not mutants and done.returncode == 0:
+        run_hand(max_children)
     text = write_report()
     print(next(line for line in text.splitlines() if line.startswith('**Score')))
     return done.returncode
@@ -403,13 +554,21 @@ def main(argv=None):
     r.add_argument('--keep', action='store_true', help="keep mutants/ and mutmut's earlier verdicts")
     r.add_argument('--max-children', type=int, default=2)
     r.add_argument('--note', help='a remark recorded with the run time (e.g. the machine was busy)')
+    r.add_argument('--no-hand', action='store_true', help='skip the hand-written mutants after a whole run')
+    h = sub.add_parser('hand', help='only the hand-written mutants of reports/hand-mutants.toml, then the report')
+    h.add_argument('--jobs', type=int, default=2)
     p = sub.add_parser('report', help='write reports/mutation.md and the README paragraph from the committed data '
                                       'and the justifications')
     p.add_argument('--from-mutants', action='store_true',
                    help="first read mutmut's verdicts in mutants/ into reports/mutation-results.json")
     args = parser.parse_args(argv)
     if args.what == 'run':
-        return run(args.mutants, keep=args.keep, max_children=args.max_children, note=args.note)
+        return run(args.mutants, keep=args.keep, max_children=args.max_children, note=args.note,
+                   hand=not args.no_hand)
+    if args.what == 'hand':
+        run_hand(args.jobs)
+        print(write_report())
+        return 0
     if args.from_mutants:
         if not MUTANTS.is_dir():
             parser.error(f'--from-mutants: {MUTANTS} does not exist (run `make mutation` first)')
