@@ -77,6 +77,80 @@ def test_the_second_minibatch_is_clipped_against_the_policy_before_the_update():
     assert second['stats']['clip_frac'] > 0
 
 
+# --------------------------------------------------------------------------- each step: its own gradient, clipped
+
+class StepRecorder(torch.optim.SGD):
+    """Plain SGD that keeps the gradient each of its steps applies."""
+
+    def __init__(self, params, lr):
+        super().__init__(params, lr=lr)
+        self.applied = []
+
+    def step(self, closure=None):
+        self.applied.append([p.grad.clone() for group in self.param_groups for p in group['params']])
+        return super().step(closure)
+
+
+def surrogate_gradient(model, batch, advantages, old_logp, rows, cfg):
+    """The gradient of the clipped surrogate of minibatch `rows` alone, at the model's weights now."""
+    logits = model(batch['ids'][rows])[:, :-1] / cfg.temperature  # [b, T-1, V]
+    logp = selected_log_probs(logits, batch['ids'][rows, 1:])
+    loss, _ = arl.policy_loss(logp, old_logp[rows], advantages[rows], batch['action_mask'][rows], cfg)
+    grads = torch.autograd.grad(loss, list(model.parameters()), allow_unused=True)
+    return [torch.zeros_like(p) if g is None else g for p, g in zip(model.parameters(), grads)]
+
+
+def test_each_step_applies_the_gradient_of_its_own_minibatch_only():
+    cfg = arl.RLConfig(minibatches=2, max_grad_norm=1e6, temperature=0.8)  # a norm no gradient here reaches
+    model, batch, advantages = tiny_model(), *tiny_batch()
+    twin = tiny_model()  # the same weights, updated by hand below
+    old_logp = log_probs(twin, batch['ids'], cfg.temperature)
+    optimizer = StepRecorder(model.parameters(), lr=0.05)
+    arl.rl_update(model, optimizer, batch, advantages, cfg, generator=torch.Generator().manual_seed(3), plugins=[])
+    order = torch.randperm(ROWS, generator=torch.Generator().manual_seed(3)).chunk(2)
+    assert len(optimizer.applied) == 2
+    for rows, applied in zip(order, optimizer.applied):
+        expected = surrogate_gradient(twin, batch, advantages, old_logp, rows, cfg)
+        for got, want in zip(applied, expected):
+            assert torch.allclose(got, want, atol=1e-7)  # not the sum with the previous minibatch's gradient
+        with torch.no_grad():
+            for p, g in zip(twin.parameters(), expected):
+                p -= 0.05 * g
+
+
+def test_a_gradient_longer_than_max_grad_norm_is_scaled_down_to_it_and_the_log_keeps_its_length():
+    cfg = arl.RLConfig(minibatches=1, max_grad_norm=1e-3)
+    model, batch, advantages = tiny_model(), *tiny_batch()
+    optimizer = StepRecorder(model.parameters(), lr=0.05)
+    stats = arl.rl_update(model, optimizer, batch, advantages, cfg, generator=torch.Generator().manual_seed(3),
+                          plugins=[])
+    (applied,) = optimizer.applied
+    length = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in applied]))
+    assert stats['grad_norm'] > 10 * cfg.max_grad_norm  # the logged norm is the one before clipping
+    assert length == pytest.approx(cfg.max_grad_norm, rel=1e-4)
+
+
+# --------------------------------------------------------------------------- the KL term in the loss
+
+@pytest.mark.parametrize('kind', ['k1', 'k2', 'k3'])
+def test_the_kl_term_in_the_loss_estimates_kl_of_the_policy_from_the_reference(kind):
+    logp = torch.tensor([[-0.2, -1.5, -0.7], [-2.0, -0.1, -0.9]], requires_grad=True)
+    ref_logp = torch.tensor([[-0.5, -1.0, -0.7], [-1.2, -0.6, -3.0]])
+    mask = torch.tensor([[0.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    term = arl.ReferenceKL(None, 0.5, kind)
+    term.ref_logp = torch.cat([torch.zeros(1, 3), ref_logp])  # the update's batch; these rows are 1 and 2
+    stats = {}
+    loss = term.extend_loss(torch.tensor(1.0), torch.tensor([1, 2]), None, logp, mask, stats)
+    ratio = ref_logp - logp.detach()  # l = log ref - log pi, per sampled token of pi
+    per_token = {'k1': -ratio, 'k2': ratio ** 2 / 2, 'k3': ratio.exp() - 1 - ratio}[kind]
+    slope = {'k1': torch.ones_like(ratio), 'k2': -ratio, 'k3': 1 - ratio.exp()}[kind]  # d per_token / d logp
+    kept = mask > 0
+    assert stats['kl_ref'] == pytest.approx(per_token[kept].mean().item(), rel=1e-6)
+    assert loss.item() == pytest.approx(1.0 + 0.5 * per_token[kept].mean().item(), rel=1e-6)
+    (grad,) = torch.autograd.grad(loss, logp)
+    assert torch.allclose(grad, torch.where(kept, 0.5 * slope / kept.sum(), torch.zeros_like(slope)), atol=1e-7)
+
+
 # --------------------------------------------------------------------------- epochs = 2
 
 def test_two_epochs_pass_twice_over_the_batch_in_fresh_orders_against_the_same_old_policy():

@@ -456,7 +456,7 @@ def try_in_copy(snapshot, mutant=None):
 
 def run_hand(jobs=2):
     """Every hand mutant, `jobs` at a time, after an unmutated run that must pass; the verdicts go into RESULTS."""
-    from concurrent.futures import ThreadPoolExecutor
+    from concurrent.futures import ThreadPoolExecutor, as_completed
 
     import tempfile
 
@@ -468,11 +468,17 @@ def run_hand(jobs=2):
         clean = try_in_copy(snapshot)
         if clean['status'] != 'survived':
             raise RuntimeError(f'the fast tests fail on an unmutated copy of the tree ({clean}): fix them first')
+        print(f'unmutated copy: the fast tests pass in {clean["seconds"]:.0f} s; {len(mutants)} hand mutants, '
+              f'{jobs} at a time', flush=True)
         with ThreadPoolExecutor(jobs) as pool:
-            verdicts = list(pool.map(lambda mutant: try_in_copy(snapshot, mutant), mutants))
-    for mutant, verdict in zip(mutants, verdicts):
-        print(f'{verdict["status"]:>8}  {mutant["path"]}: {mutant["slip"]}' + (f'  ({verdict["test"]})'
-                                                                                   if verdict['test'] else ''))
+            futures = {pool.submit(try_in_copy, snapshot, mutant): number for number, mutant in enumerate(mutants)}
+            verdicts = [None] * len(mutants)
+            for done, future in enumerate(as_completed(futures), 1):
+                number = futures[future]
+                verdicts[number] = verdict = future.result()
+                print(f'[{done}/{len(mutants)}] {verdict["status"]:>8} in {verdict["seconds"]:.0f} s  '
+                      f'{mutants[number]["path"]}: {mutants[number]["slip"]}'
+                      + (f'  ({verdict["test"]})' if verdict['test'] else ''), flush=True)
     data = _read_data(RESULTS)
     data['hand'] = dict(commit=commit, jobs=jobs, seconds=round(time.monotonic() - start, 1),
                         clean_seconds=clean['seconds'],
