@@ -454,15 +454,17 @@ def try_in_copy(snapshot, mutant=None):
         return dict(status='killed', test=_first_failure(done.stdout), seconds=seconds)
 
 
-def run_hand(jobs=2):
-    """Every hand mutant, `jobs` at a time, after an unmutated run that must pass; the verdicts go into RESULTS."""
+def run_hand(jobs=2, commit=None):
+    """Every hand mutant, `jobs` at a time, after an unmutated run that must pass; the verdicts go into RESULTS.
+    commit: the tree's commit to record (default: now; `run` passes the one it started from, since by then it has
+    rewritten the report files)."""
     from concurrent.futures import ThreadPoolExecutor, as_completed
 
     import tempfile
 
     mutants = load_hand_mutants()
     start = time.monotonic()
-    commit = _git_commit()
+    commit = commit or _git_commit()
     with tempfile.TemporaryDirectory(prefix='agentrl-hand-snapshot-') as snapshot:
         _copy_tree(Path(snapshot))
         clean = try_in_copy(snapshot)
@@ -525,19 +527,20 @@ def run(mutants=(), keep=False, max_children=2, note=None, hand=True):
     mutmut = Path(sys.executable).with_name('mutmut')
     command = [str(mutmut), 'run', '--max-children', str(max_children), *mutants]
     before = _checked_count() if keep else 0
+    commit = _git_commit()  # before this run rewrites the report files
     start = time.monotonic()
     done = subprocess.run(command, cwd=REPO)
     seconds = time.monotonic() - start
     record = dict(command='make mutation' if not mutants and not keep else ' '.join(['mutmut', *command[1:]]),
                   seconds=round(seconds, 1), tested=_checked_count() - before, children=max_children,
-                  mutmut=importlib.metadata.version('mutmut'), commit=_git_commit(), note=note)
+                  mutmut=importlib.metadata.version('mutmut'), commit=commit, note=note)
     if RUN_RECORD.parent.is_dir():
         runs = json.loads(RUN_RECORD.read_text()) if keep and RUN_RECORD.is_file() else []
         RUN_RECORD.write_text(json.dumps(runs + [record], indent=1))
     print(f'mutmut finished (exit code {done.returncode}) in {seconds / 60:.1f} min')
     results_from_mutants()
     if hand and not mutants and done.returncode == 0:
-        run_hand(max_children)
+        run_hand(max_children, commit)
     text = write_report()
     print(next(line for line in text.splitlines() if line.startswith('**Score')))
     return done.returncode
