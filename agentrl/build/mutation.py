@@ -208,8 +208,9 @@ def render(rows, justifications, runs=None, hand=None):
     unchecked = total['not checked']
     modules = [m for m in (module_name(p) for p in mutated_modules()) if per_module[m]['total']]  # with mutants
     lines = ['# Mutation score', '',
-             '<!-- written by `make mutation` (agentrl/build/mutation.py) from mutmut\'s results in mutants/ and the '
-             'justifications in reports/mutation-justifications.toml; do not edit by hand -->', '']
+             '<!-- written by `make mutation` (agentrl/build/mutation.py) from reports/mutation-results.json (mutmut\'s '
+             'verdicts and the hand mutants\') and the justifications in reports/mutation-justifications.toml; do not '
+             'edit by hand -->', '']
     if unchecked:
         lines += [f'**PARTIAL RUN**: {unchecked} of {total["total"]} mutants were not checked; the score below counts '
                   'only the checked ones. Modules with every mutant checked: '
