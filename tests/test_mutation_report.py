@@ -123,3 +123,8 @@ def test_the_hand_mutants_section_counts_the_detected_and_marks_the_survivors():
     assert '**1 of 2 detected** at commit `abc`' in text
     assert '| `agentrl/core/kl.py` | k3 naive | **survived** |  |' in text and '`tests/t.py::x`' in text
     assert 'Not run yet' in '\n'.join(mutation.hand_lines(None))
+
+
+def test_reading_verdicts_that_were_never_recorded_says_what_to_run(tmp_path):
+    with pytest.raises(FileNotFoundError, match='holds no mutmut verdicts: run `make mutation`'):
+        mutation.load_results(tmp_path / 'absent.json')

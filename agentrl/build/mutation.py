@@ -34,9 +34,11 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 from agentrl.build.report import between_markers, replace_between_markers, write_text
@@ -48,7 +50,7 @@ README_BEGIN = ('<!-- mutation: begin (written by `make mutation` from reports/m
                 'hand) -->')
 README_END = '<!-- mutation: end -->'
 HAND_MUTANTS = REPO / 'reports' / 'hand-mutants.toml'  # the slips a reviewer would try, beyond mutmut's operators
-HAND_TIMEOUT = 900  # seconds for one hand mutant's test run (the unmutated run takes about a minute here)
+HAND_TIMEOUT = 900  # seconds for one hand mutant's test run (the unmutated run takes about 30 s here)
 JUSTIFICATIONS = REPO / 'reports' / 'mutation-justifications.toml'
 MUTANTS = REPO / 'mutants'
 RUN_RECORD = MUTANTS / 'agentrl-mutation-runs.json'  # what each `run` measured (time, mutants tested)
@@ -194,6 +196,26 @@ def score(counts):
     return detected, counts['total'] - counts['equivalent']
 
 
+def checked_score(counts):
+    """score() over the checked mutants only (a partial run leaves some 'not checked')."""
+    checked = Counter(counts)
+    checked['total'] -= counts['not checked']
+    return score(checked)
+
+
+def overall(per_module):
+    """(the counts summed over modules, detected, relevant) for the checked mutants."""
+    total = Counter()
+    for counts in per_module.values():
+        total.update(counts)
+    return (total, *checked_score(total))
+
+
+def hand_detected(hand):
+    """How many of the recorded hand mutants the tests detected."""
+    return sum(m['status'] in DETECTED for m in hand['mutants'])
+
+
 def _percent(detected, relevant):
     return f'{100 * detected / relevant:.1f}%' if relevant else 'n/a'
 
@@ -201,16 +223,13 @@ def _percent(detected, relevant):
 def render(rows, justifications, runs=None, hand=None):
     """The report's Markdown text (hand: the hand mutants' recorded verdicts)."""
     per_module, survivors, stale = summarise(rows, justifications)
-    total = Counter()
-    for counts in per_module.values():
-        total.update(counts)
-    detected, relevant = score(total)
+    total, detected, relevant = overall(per_module)
     unchecked = total['not checked']
     modules = [m for m in (module_name(p) for p in mutated_modules()) if per_module[m]['total']]  # with mutants
     lines = ['# Mutation score', '',
-             '<!-- written by `make mutation` (agentrl/build/mutation.py) from reports/mutation-results.json (mutmut\'s '
-             'verdicts and the hand mutants\') and the justifications in reports/mutation-justifications.toml; do not '
-             'edit by hand -->', '']
+             '<!-- written by `make mutation` (agentrl/build/mutation.py) from reports/mutation-results.json '
+             '(mutmut\'s verdicts and the hand mutants\') and the justifications in '
+             'reports/mutation-justifications.toml; do not edit by hand -->', '']
     if unchecked:
         lines += [f'**PARTIAL RUN**: {unchecked} of {total["total"]} mutants were not checked; the score below counts '
                   'only the checked ones. Modules with every mutant checked: '
@@ -218,9 +237,6 @@ def render(rows, justifications, runs=None, hand=None):
                   + '; modules not (or not fully) checked: '
                   + ', '.join(f'`{m}`' for m in modules if per_module[m]['not checked'])
                   + '.', '']
-    checked = Counter(total)
-    checked['total'] -= unchecked
-    detected, relevant = score(checked)
     verdict = 'meets' if relevant and detected / relevant >= TARGET else 'does not meet'
     lines += [f'**Score: {_percent(detected, relevant)}** of the non-equivalent mutants detected ({detected} of '
               f'{relevant}: killed or timed out), which {verdict} the target of {TARGET:.0%}. '
@@ -246,11 +262,10 @@ def render(rows, justifications, runs=None, hand=None):
     for m in modules + ['**all**']:
         c = total if m == '**all**' else per_module[m]
         other = sum(v for k, v in c.items() if k not in known)
-        cc = Counter(c)
-        cc['total'] -= c['not checked']
         name = m if m == '**all**' else f'`{m}`'
         lines.append(f'| {name} | {c["total"]} | {c["killed"]} | {c["timeout"]} | {c["survived"]} | '
-                     f'{c["equivalent"]} | {c["no tests"]} | {c["not checked"]} | {other} | {_percent(*score(cc))} |')
+                     f'{c["equivalent"]} | {c["no tests"]} | {c["not checked"]} | {other} | '
+                     f'{_percent(*checked_score(c))} |')
     lines += ['', '## Surviving mutants', '',
               'Each with its justification from reports/mutation-justifications.toml (keyed by module, function and '
               'the changed line before and after). Equivalent ones are left out of the score; the others count as '
@@ -311,6 +326,8 @@ def save_results(rows, runs, path=RESULTS):
 def load_results(path=RESULTS):
     """(rows, runs) as collect() and the run record gave them, from the committed data file."""
     data = _read_data(path)
+    if 'status' not in data:
+        raise FileNotFoundError(f'{path} holds no mutmut verdicts: run `make mutation` to record them')
     rows = []
     for source, statuses in data['status'].items():
         for mutant, status in statuses.items():
@@ -325,12 +342,7 @@ def load_results(path=RESULTS):
 def readme_lines(rows, justifications, runs, hand=None):
     """The README's paragraph on the measured score, from the same data as the report."""
     per_module, survivors, _ = summarise(rows, justifications)
-    total = Counter()
-    for counts in per_module.values():
-        total.update(counts)
-    checked = Counter(total)
-    checked['total'] -= total['not checked']
-    detected, relevant = score(checked)
+    total, detected, relevant = overall(per_module)
     unjustified = sum(not s['justification'] for s in survivors)
     not_worth = sum(bool(s['justification']) and s['justification']['kind'] != 'equivalent' for s in survivors)
     full = [r for r in runs if r['command'] == 'make mutation']
@@ -348,10 +360,9 @@ def readme_lines(rows, justifications, runs, hand=None):
                  f'({r["children"]} worker processes, {r["tested"]} mutants'
                  + (f'; {r["note"]}' if r.get('note') else '') + ').')
     if hand:
-        killed = sum(m['status'] in DETECTED for m in hand['mutants'])
         text += (f' Of the {len(hand["mutants"])} hand-written mutants (`reports/hand-mutants.toml`: a KL taken the '
-                 f'wrong way round, a temperature or a generator forgotten, a sandbox limit loosened), {killed} are '
-                 f'detected ({hand["seconds"] / 60:.0f} min, {hand["jobs"]} at a time).')
+                 f'wrong way round, a temperature or a generator forgotten, a sandbox limit loosened), '
+                 f'{hand_detected(hand)} are detected ({hand["seconds"] / 60:.0f} min, {hand["jobs"]} at a time).')
     return [text]
 
 
@@ -366,12 +377,13 @@ def readme_with_score(readme_text, lines):
 def write_report(path=REPORT, readme=README):
     """The report and the README's paragraph, from the committed data and the justifications."""
     rows, runs = load_results()
+    hand = load_hand_results()
     justifications = load_justifications()
-    text = render(rows, justifications, runs=runs, hand=load_hand_results())
+    text = render(rows, justifications, runs=runs, hand=hand)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text(path, text)
     if readme is not None:
-        paragraph = readme_lines(rows, justifications, runs, load_hand_results())
+        paragraph = readme_lines(rows, justifications, runs, hand)
         write_text(readme, readme_with_score(readme.read_text(encoding='utf-8'), paragraph))
     return text
 
@@ -428,9 +440,8 @@ def _first_failure(output):
 
 def try_in_copy(snapshot, mutant=None):
     """Run the fast tests of the mutation run on a copy of the folder `snapshot` (a copy of the tree), with `mutant`
-    applied (None: unmutated) -> dict(status 'killed' | 'survived' | 'timeout', test: the first failing one, seconds)."""
-    import tempfile
-
+    applied (None: unmutated) -> dict(status 'killed' | 'survived' | 'timeout', test: the first failing one,
+    seconds)."""
     with tempfile.TemporaryDirectory(prefix='agentrl-hand-mutant-') as folder:
         tree = Path(folder) / 'tree'
         shutil.copytree(snapshot, tree, symlinks=True)
@@ -459,10 +470,6 @@ def run_hand(jobs=2, commit=None):
     """Every hand mutant, `jobs` at a time, after an unmutated run that must pass; the verdicts go into RESULTS.
     commit: the tree's commit to record (default: now; `run` passes the one it started from, since by then it has
     rewritten the report files)."""
-    from concurrent.futures import ThreadPoolExecutor, as_completed
-
-    import tempfile
-
     mutants = load_hand_mutants()
     start = time.monotonic()
     commit = commit or _git_commit()
@@ -502,9 +509,9 @@ def hand_lines(hand):
              'applied to a copy of the tree and tested with the same fast tests.', '']
     if not hand:
         return lines + ['*Not run yet: `make mutation` runs them.*', '']
-    killed = sum(m['status'] in DETECTED for m in hand['mutants'])
-    lines += [f'**{killed} of {len(hand["mutants"])} detected** at commit `{hand["commit"]}`, {hand["jobs"]} at a '
-              f'time: {hand["seconds"] / 60:.1f} min (the unmutated run: {hand["clean_seconds"]:.0f} s).', '',
+    lines += [f'**{hand_detected(hand)} of {len(hand["mutants"])} detected** at commit `{hand["commit"]}`, '
+              f'{hand["jobs"]} at a time: {hand["seconds"] / 60:.1f} min (the unmutated run: '
+              f'{hand["clean_seconds"]:.0f} s).', '',
               '| file | the slip | verdict | first test that fails |', '|---|---|---|---|']
     for m in hand['mutants']:
         verdict = m['status'] if m['status'] in DETECTED else '**survived**'
