@@ -1,8 +1,11 @@
 """Batched sampling, reproducibility, collate's action mask, truncation, behaviour statistics."""
+import dataclasses
+
 import pytest
 import torch
 
 import agentrl as arl
+from agentrl.substrate.gym import draw_offset
 from substrate_fixtures import on_main, quick_base, tokenizer  # noqa: F401 (on_main: autouse)
 
 
@@ -127,3 +130,67 @@ def test_sample_step_keeps_the_spread_groups_of_the_first_draw_that_has_one(base
 def test_empty_batch_collates():
     batch = arl.collate([], 0)
     assert batch['ids'].shape == (0, 1) and batch['action_mask'].shape == (0, 0)
+
+
+@torch.inference_mode()
+def one_token_per_call(model, envs, tasks, tok, temperature, generator):
+    """A reference sampler: every episode reads or writes exactly one token per model call, in lockstep (finished
+    episodes are fed padding). Written independently of rollout's chunked reader; it defines the draws."""
+    B, context = len(envs), model.cfg.context
+    uniforms = torch.rand(B, generator=generator).tolist()
+    queues = [tok.encode(env.reset(task, draw_offset(task, u))) for env, task, u in zip(envs, tasks, uniforms)]
+    seqs, policy, calls = [[] for _ in range(B)], [[] for _ in range(B)], [[] for _ in range(B)]
+    for b in range(B):  # the first token of every prompt
+        seqs[b].append(queues[b].pop(0))
+        policy[b].append(False)
+    cache, playing, t = model.new_cache(B), set(range(B)), 0
+    while playing:
+        current = torch.tensor([seqs[b][t] if b in playing else tok.pad_id for b in range(B)])
+        logits = model.logits(model.read(current[:, None], cache, t, None))[:, 0]  # [B, V]: scores for t + 1
+        due = [b for b in range(B) if b in playing and not queues[b]]
+        if due:
+            logp = torch.log_softmax(logits[due] / temperature, dim=-1)
+            picks = torch.multinomial(logp.exp(), 1, generator=generator)[:, 0].tolist()
+        for b in sorted(playing):
+            if queues[b]:
+                seqs[b].append(queues[b].pop(0))
+                policy[b].append(False)
+            else:
+                token = picks[due.index(b)]
+                seqs[b].append(token)
+                policy[b].append(True)
+                calls[b].append(tok.words[token])
+                if envs[b].call_is_complete(calls[b]):
+                    answer, _ = envs[b].step(calls[b])
+                    calls[b] = []
+                    queues[b] = tok.encode(answer)
+            if not queues[b] and envs[b].done:
+                playing.discard(b)
+            elif len(seqs[b]) >= context:
+                envs[b].info['truncated'] = True
+                playing.discard(b)
+        t += 1
+    return [(seq, pol, env.reward, env.info['truncated']) for seq, pol, env in zip(seqs, policy, envs)]
+
+
+@pytest.mark.parametrize('model_kind, context, temperature', [('base', 256, 1.0), ('base', 60, 1.3),
+                                                              ('untrained', 256, 1.0)])
+def test_chunked_reading_draws_what_one_token_per_call_draws(base, model_kind, context, temperature):
+    """Reading forced tokens in chunks must not change a single draw: the same tokens, the same truncations, the
+    generator left in the same state, the same log-probs up to float rounding."""
+    torch.manual_seed(1)
+    tok = tokenizer()
+    model = base if model_kind == 'base' else arl.TinyAgent(base.cfg).eval()
+    if context != model.cfg.context:
+        short = arl.TinyAgent(dataclasses.replace(model.cfg, context=context)).eval()
+        short.load_state_dict({k: (v[:context] if k == 'pos_emb.weight' else v) for k, v in model.state_dict().items()})
+        model = short
+    tasks = [task for task in arl.make_tasks('train')[:6] for _ in range(4)]
+    cfg = arl.RLConfig()
+    chunked_gen, reference_gen = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    chunked = arl.run_episodes(model, [arl.make_env(cfg) for _ in tasks], tasks, tok, temperature, chunked_gen)
+    reference = one_token_per_call(model, [arl.make_env(cfg) for _ in tasks], tasks, tok, temperature, reference_gen)
+    assert [(t.ids, t.policy, t.reward, t.info['truncated']) for t in chunked] == reference
+    assert torch.equal(chunked_gen.get_state(), reference_gen.get_state())
+    assert sum(t.n_policy_tokens for t in chunked) > len(tasks)  # the episodes really sampled
+    assert (context < 256) == any(t.info['truncated'] for t in chunked)
