@@ -23,7 +23,7 @@ endif
 endif
 endif
 
-.PHONY: all chapter beyond notebooks report setup test test-fast pyramid calibrate bench lab html mutation mutation-report clean-venv $(NB_TARGETS)
+.PHONY: all chapter beyond notebooks report setup test test-fast pyramid calibrate bench profile lab html mutation mutation-report clean-venv $(NB_TARGETS)
 
 all: notebooks
 	$(PY) -m agentrl.build.report
@@ -106,8 +106,14 @@ calibrate-confirm: $(SETUP)
 calibrate-record: $(SETUP)
 	$(PY) -m agentrl.build.search record $(SEARCH_ARGS)
 
+# BENCH_ARGS passes options, e.g. BENCH_ARGS="--builds 5" for a median of five RL-base builds.
 bench: $(SETUP)
-	$(PY) -m agentrl.build.bench
+	$(PY) -m agentrl.build.bench $(BENCH_ARGS)
+
+# Where the time of a fresh `make` goes (agentrl/build/profile.py): each step of `make` under py-spy (pinned), timed;
+# raw samples and profile.json in profile/ (git-ignored), then the table. It executes every notebook, as `make` does.
+profile: $(SETUP)
+	$(PY) -m agentrl.build.profile --out profile
 
 # Issue 19's mutation score (agentrl/build/mutation.py): mutmut (pinned) over agentrl/core, the GRPO engine, the
 # sandbox, the rollout, the chapter's regularisers and the verified cache, with their fast tests; writes

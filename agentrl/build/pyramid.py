@@ -34,7 +34,7 @@ LAYERS = (
       'test_site.py', 'test_pyramid.py')),
     ('machinery', '`agentrl/build` runner and calibration, caches, stopping on signals, CPU pin, import layers',
      ('test_notebook_runner.py', 'test_calibrate.py', 'test_search.py', 'test_verified_cache.py', 'test_cpu_pin.py',
-      'test_layers.py', 'test_mutation_report.py', 'test_stopping.py')),
+      'test_layers.py', 'test_mutation_report.py', 'test_stopping.py', 'test_speed_tools.py')),
 )
 KINDS = ('fast', 'slow', 'snapshot')  # unmarked; marked slow only; marked snapshot (always also slow)
 

@@ -1,8 +1,9 @@
 """TinyAgent: a small decoder-only transformer (nanoGPT style) that reads and writes the gym's words.
 
 B = batch, T = time (tokens), C = model width, H = heads, D = C // H, V = vocabulary.
-`forward(ids)` scores whole sequences for training; `new_cache` + `read` advance a batch of episodes by a chunk
-of tokens each, with cached keys and values, for sampling.
+`forward(ids)` scores whole sequences for training (optionally grouping rows by the width they need);
+`new_cache` + `prefill` + `decode_step` advance a batch of episodes one token at a time with cached keys and values,
+for sampling; `new_chunk_cache` + `read` advance chosen episodes by a chunk of tokens each (the chunked sampler).
 """
 import dataclasses
 import math
@@ -49,36 +50,47 @@ class SelfAttention(nn.Module):
         B, T, C3 = x.shape
         return [t.reshape(B, T, self.n_head, C3 // (3 * self.n_head)).transpose(1, 2) for t in x.chunk(3, dim=-1)]
 
-    def forward(self, x):
-        """x [B, T, C] -> [B, T, C], each position attending to itself and earlier ones."""
+    def forward(self, x, cache=None):
+        """x [B, T, C] -> [B, T, C], each position attending to itself and earlier ones; keys/values go to cache if given."""
         B, T, C = x.shape
         q, k, v = self.split_heads(self.qkv(x))  # [B, H, T, D] each
+        if cache is not None:
+            cache[0][:, :, :T] = k
+            cache[1][:, :, :T] = v
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, D]
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
+
+    def decode(self, x, cache, t):
+        """x [B, 1, C] at position t; cache = (keys, values) [B, H, context, D], filled up to t -> [B, 1, C]."""
+        B, _, C = x.shape
+        q, k, v = self.split_heads(self.qkv(x))  # [B, H, 1, D] each
+        keys, values = cache
+        keys[:, :, t:t + 1] = k
+        values[:, :, t:t + 1] = v
+        scores = q @ keys[:, :, :t + 1].transpose(-1, -2) / math.sqrt(q.shape[-1])  # [B, H, 1, t+1]
+        y = scores.softmax(dim=-1) @ values[:, :, :t + 1]  # [B, H, 1, D]
+        return self.proj(y.transpose(1, 2).reshape(B, 1, C))
 
     def read(self, x, cache, start, slots):
         """x [n, W, C] at positions start..start+W-1 of cache rows `slots` [n] (None: all), earlier ones cached -> [n, W, C].
 
-        Writes the chunk's keys and values into those rows; each position attends to itself and earlier ones.
+        cache [2, B, H, context, D] holds keys then values; the chunk's go into rows `slots`, and each position attends
+        to itself and earlier ones.
         """
         n, W, C = x.shape
-        q, k, v = self.split_heads(self.qkv(x))  # [n, H, W, D] each
-        keys, values = cache
+        qkv = self.qkv(x).view(n, W, 3, self.n_head, C // self.n_head).permute(2, 0, 3, 1, 4)  # [3, n, H, W, D]
+        q, new = qkv[0], qkv[1:]  # [n, H, W, D], [2, n, H, W, D]
         end = start + W
         if slots is None:  # every row of the cache, in order
-            keys[:, :, start:end] = k
-            values[:, :, start:end] = v
-            seen_k, seen_v = keys[:, :, :end], values[:, :, :end]  # [n, H, end, D]
+            cache[:, :, :, start:end] = new
+            seen = cache[:, :, :, :end]  # [2, n, H, end, D]
         else:
-            keys[:, :, start:end].index_copy_(0, slots, k)
-            values[:, :, start:end].index_copy_(0, slots, v)
-            seen_k, seen_v = keys[:, :, :end].index_select(0, slots), values[:, :, :end].index_select(0, slots)
-        if W == 1:  # a single new token sees every cached position: no mask to build
-            scores = q @ seen_k.transpose(-1, -2) / math.sqrt(q.shape[-1])  # [n, H, 1, end]
-            y = scores.softmax(dim=-1) @ seen_v  # [n, H, 1, D]
-        else:
+            cache[:, :, :, start:end].index_copy_(1, slots, new)
+            seen = cache[:, :, :, :end].index_select(1, slots)  # [2, n, H, end, D]
+        visible = None  # a single new token sees every cached position
+        if W > 1:
             visible = torch.arange(end, device=x.device)[None, :] <= torch.arange(start, end, device=x.device)[:, None]
-            y = F.scaled_dot_product_attention(q, seen_k, seen_v, attn_mask=visible)  # [n, H, W, D]
+        y = F.scaled_dot_product_attention(q, seen[0], seen[1], attn_mask=visible)  # [n, H, W, D]
         return self.proj(y.transpose(1, 2).reshape(n, W, C))
 
 
@@ -93,9 +105,14 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.width, cfg.mlp_ratio * cfg.width), nn.GELU(),
                                  nn.Linear(cfg.mlp_ratio * cfg.width, cfg.width))
 
-    def forward(self, x):
-        """[B, T, C] -> [B, T, C]."""
-        x = x + self.attn(self.norm1(x))
+    def forward(self, x, cache=None):
+        """[B, T, C] -> [B, T, C] (filling this block's cache with positions 0..T-1 if given)."""
+        x = x + self.attn(self.norm1(x), cache)
+        return x + self.mlp(self.norm2(x))
+
+    def decode(self, x, cache, t):
+        """[B, 1, C] at position t -> [B, 1, C], reading and extending this block's cache."""
+        x = x + self.attn.decode(self.norm1(x), cache, t)
         return x + self.mlp(self.norm2(x))
 
     def read(self, x, cache, start, slots):
@@ -126,9 +143,28 @@ class TinyAgent(nn.Module):
         if isinstance(module, nn.Linear):
             nn.init.zeros_(module.bias)
 
-    def forward(self, ids):
-        """ids [B, T] (T <= context) -> logits [B, T, V]; logits[:, t] scores the token at t + 1."""
-        return self.logits(self.features(ids))  # [B, T, V]
+    def forward(self, ids, widths=None):
+        """ids [B, T] (T <= context) -> logits [B, T, V]; logits[:, t] scores the token at t + 1.
+
+        widths [B] (optional): how many leading positions of each row anyone reads; the rest is padding. The rows then
+        run in a few groups of similar width, each cut to its widest row (the positions past it get logits 0, those
+        between a row's width and its group's get the padding's scores: nobody may read either). Causal attention
+        makes the positions read the same numbers, to float rounding, for less work on padding.
+        """
+        if widths is None:
+            return self.logits(self.features(ids))  # [B, T, V]
+        B, T = ids.shape
+        widths = [min(max(int(w), 1), T) for w in widths]
+        order = sorted(range(B), key=widths.__getitem__)  # rows by width; ties keep their order
+        pieces, first = [], 0
+        for last in width_groups([widths[b] for b in order]):
+            rows, width = order[first:last], widths[order[last - 1]]
+            logits = self.logits(self.features(ids[rows, :width]))  # [r, width, V]
+            pieces.append(F.pad(logits, (0, 0, 0, T - width)))  # [r, T, V]
+            first = last
+        inverse = torch.empty(B, dtype=torch.long)
+        inverse[torch.tensor(order)] = torch.arange(B)
+        return torch.cat(pieces)[inverse]  # [B, T, V], rows in their own order again
 
     def logits(self, features):
         """Normalised hidden states [..., C] -> logits [..., V] (the head, times cfg.logit_scale)."""
@@ -145,8 +181,16 @@ class TinyAgent(nn.Module):
             x = block(x)  # [B, T, C]
         return self.norm(x)  # [B, T, C]
 
+    def prefill(self, ids, cache):
+        """ids [B, P] = every sequence's first P tokens -> logits [B, V] for position P; fills cache positions 0..P-1."""
+        B, P = ids.shape
+        x = self.tok_emb(ids) + self.pos_emb.weight[:P]  # [B, P, C]
+        for block, block_cache in zip(self.blocks, cache):
+            x = block(x, block_cache)  # [B, P, C]
+        return self.logits(self.norm(x[:, -1]))  # [B, V]
+
     def new_cache(self, batch_size):
-        """Key/value caches for read: one (keys, values) pair [B, H, context, D] per block.
+        """Key/value caches for prefill and decode_step: one (keys, values) pair [B, H, context, D] per block.
 
         Uninitialised: position t is written before anything reads it.
         """
@@ -154,6 +198,15 @@ class TinyAgent(nn.Module):
         shape = (batch_size, cfg.n_head, cfg.context, cfg.width // cfg.n_head)
         weight = self.head.weight
         return [(weight.new_empty(shape), weight.new_empty(shape)) for _ in self.blocks]
+
+    def new_chunk_cache(self, batch_size):
+        """Key/value caches for read: one tensor [2, B, H, context, D] (keys, then values) per block.
+
+        Uninitialised: position t is written before anything reads it.
+        """
+        cfg = self.cfg
+        shape = (2, batch_size, cfg.n_head, cfg.context, cfg.width // cfg.n_head)
+        return [self.head.weight.new_empty(shape) for _ in self.blocks]
 
     def read(self, ids, cache, start, slots):
         """ids [n, W]: tokens at positions start..start+W-1 of the episodes in cache rows `slots` [n] (None: every
@@ -168,6 +221,36 @@ class TinyAgent(nn.Module):
         for block, block_cache in zip(self.blocks, cache):
             x = block.read(x, block_cache, start, slots)  # [n, W, C]
         return self.norm(x)  # [n, W, C]
+
+
+    def decode_step(self, ids, cache, t):
+        """ids [B] = every sequence's token at position t (earlier ones cached) -> logits [B, V] for position t + 1."""
+        if t >= self.cfg.context:
+            raise ValueError(f'position {t} is outside the context of {self.cfg.context}')
+        x = self.tok_emb(ids[:, None]) + self.pos_emb.weight[t]  # [B, 1, C]
+        for block, block_cache in zip(self.blocks, cache):
+            x = block.decode(x, block_cache, t)  # [B, 1, C]
+        return self.logits(self.norm(x))[:, 0]  # [B, V]
+
+
+GROUP_COST = 512  # what one more group of rows costs, in token positions: the fixed cost of a forward and backward
+
+
+def width_groups(widths):
+    """Where to cut sorted row widths into groups that each run cut to their widest row -> the groups' ends.
+
+    Minimises the positions computed (rows x the group's widest) plus GROUP_COST per group, exactly (dynamic
+    programming over the cut points).
+    """
+    n = len(widths)
+    best, cut = [0] + [None] * n, [0] * (n + 1)  # best[j]: cheapest cost of the first j rows; cut[j]: its last cut
+    for j in range(1, n + 1):
+        best[j], cut[j] = min((best[i] + (j - i) * widths[j - 1] + GROUP_COST, i) for i in range(j))
+    ends, j = [], n
+    while j:
+        ends.append(j)
+        j = cut[j]
+    return ends[::-1]
 
 
 def count_parameters(model):

@@ -1,0 +1,54 @@
+"""The speed tools: the profile's sorting of samples into parts, and the benchmark's fixed-length episodes."""
+import torch
+
+import agentrl as arl
+from agentrl.build import profile
+from agentrl.build.bench import SEQUENCE_LENGTHS, FixedLengthEnv
+from substrate_fixtures import on_main, quick_base, tokenizer  # noqa: F401 (on_main: autouse)
+
+
+def frames(*functions):
+    return [f'{name} (/x/agentrl/file.py:{i})' for i, name in enumerate(functions)]
+
+
+def test_each_sample_goes_to_the_part_named_on_its_stack():
+    assert profile.part_of(frames('<module>', 'build_rl_base', 'make_demonstrations', 'step')) == 'demonstrations'
+    assert profile.part_of(frames('build_rl_base', 'sft_train', 'backward')) == 'SFT steps'
+    assert profile.part_of(frames('train_regularized', 'train_rl', 'sample_step', 'run_episodes')) == 'sampling'
+    assert profile.part_of(frames('train_rl', 'rl_update', 'forward')) == 'update'
+    assert profile.part_of(frames('_train_and_evaluate', 'diversity', 'sample_groups')) == 'evaluation'
+    assert profile.part_of(frames('<module>', 'savefig')) == profile.OVERHEAD
+
+
+def test_grading_is_counted_as_grading_wherever_it_happens():
+    # a submitted function is graded while an episode is sampled, and while a demonstration is scripted
+    assert profile.part_of(frames('sample_step', 'run_episodes', 'write', 'step', 'hidden_test_outcome')) == 'grading'
+    assert profile.part_of(frames('make_demonstrations', 'demonstration', 'step', 'hidden_test_outcome')) == 'grading'
+    assert profile.part_of(frames('<module>', '_serve', 'grade')) == 'grading'  # the grading worker itself
+
+
+def test_raw_samples_are_summed_per_part_and_shared_per_step(tmp_path):
+    raw = tmp_path / 'raw.txt'
+    raw.write_text('process 1:"python -m x";train_rl (a.py:1);sample_step (b.py:2) 30\n'
+                   'process 1:"python -m x";train_rl (a.py:1);rl_update (b.py:9) 50\n'
+                   'process 2:"python -S w";_serve (s.py:3) 20\n'
+                   'process 1:"python -m x";<module> (n.py:1) 100\n')
+    counts = profile.read_samples(raw)
+    assert counts == {'sampling': 30, 'update': 50, 'grading': 20, profile.OVERHEAD: 100}
+    text = profile.table({'07_x': dict(seconds=125.0, samples=dict(counts))})
+    row = [line for line in text.splitlines() if line.startswith('| 07_x')][0]
+    assert '2 min 05 s' in row and '| 10 |' in row  # 200 samples at 20 per second
+    assert row.split(' | ')[3:] == ['10%', '', '', '', '15%', '25%', '50% |']  # grading ... update, overhead
+
+
+def test_fixed_length_episodes_have_the_length_they_are_named_after():
+    tok, model = tokenizer(), quick_base()
+    tasks = arl.make_tasks('train')[:4]
+    for length, (prompt, observation, turns) in SEQUENCE_LENGTHS.items():
+        envs = [FixedLengthEnv(prompt, observation, turns) for _ in tasks]
+        trajs = arl.run_episodes(model, envs, tasks, tok, 1.0, torch.Generator().manual_seed(0))
+        for traj in trajs:
+            calls = traj.n_policy_tokens
+            assert traj.info['n_turns'] == turns and turns <= calls <= 6 * turns
+            assert len(traj.ids) == prompt + calls + turns * observation <= length
+        assert prompt + 6 * turns + turns * observation == length  # the longest: every call 6 words
