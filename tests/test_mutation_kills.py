@@ -190,7 +190,7 @@ def test_sample_step_draws_at_most_one_plus_max_redraws_times(monkeypatch, max_r
 
     draws = []
 
-    def no_spread(model, env_factory, tasks, tok, cfg, generator):  # every group's rewards equal: never a signal
+    def no_spread(model, env_factory, tasks, tok, cfg, generator, sampler=None):  # every group's rewards equal: never a signal
         draws.append(len(tasks))
         return [_traj(g, 0.0) for g in range(len(tasks)) for _ in range(cfg.group_size)]
 
