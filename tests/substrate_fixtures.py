@@ -64,8 +64,8 @@ class WrappedModel(torch.nn.Module):
     def new_cache(self, batch_size):
         return self.model.new_cache(batch_size)
 
-    def prefill(self, ids, cache):
-        return self.model.prefill(ids, cache)
+    def read(self, ids, cache, start, slots):
+        return self.model.read(ids, cache, start, slots)
 
-    def decode_step(self, ids, cache, t):
-        return self.model.decode_step(ids, cache, t)
+    def logits(self, features):
+        return self.model.logits(features)

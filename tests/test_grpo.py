@@ -114,8 +114,8 @@ def test_rl_update_logs_entropy_kl_and_refuses_plus_kinds(base):
 class NaNModel(WrappedModel):
     """Its logits become NaN (a broken network)."""
 
-    def forward(self, ids):
-        return self.model(ids) * float('nan')
+    def forward(self, ids, widths=None):
+        return self.model(ids, widths) * float('nan')
 
 
 def test_a_nan_loss_stops_training_naming_the_step(base):
@@ -205,3 +205,37 @@ def test_negative_steps_are_refused():
 def test_plain_train_rl_refuses_chapter_10_kinds_and_points_to_train_regularized():
     with pytest.raises(ValueError, match='train_regularized'):
         arl.train_rl(None, [], None, arl.RLConfig(kl_coef=0.1, kl_kind='k3+'), steps=1)
+
+
+class FullWidth(WrappedModel):
+    """Computes every position of every row, whatever the update says it reads."""
+
+    def forward(self, ids, widths=None):
+        return self.model(ids)
+
+
+def test_the_update_reads_each_row_up_to_its_last_policy_token_and_learns_what_the_full_batch_teaches(base):
+    from agentrl.substrate.grpo import read_widths
+    mask = torch.tensor([[0., 1., 1., 0., 0.], [0., 0., 0., 0., 0.], [1., 0., 0., 0., 1.]])
+    assert read_widths(mask).tolist() == [3, 1, 5]  # the logits at position p score the token at p + 1
+    tok = tokenizer()
+    cfg = arl.RLConfig(kl_coef=0.1, minibatches=2)
+    trajs = arl.sample_groups(base, lambda: arl.make_env(cfg), arl.make_tasks('train')[:4], tok, cfg,
+                              torch.Generator().manual_seed(0))
+    batch = arl.collate(trajs, tok.pad_id)
+    batch['rewards'] = torch.arange(len(trajs), dtype=torch.float) % 3  # a spread in every group
+    widths = read_widths(batch['action_mask'])
+    assert widths.max() <= batch['ids'].shape[1] and widths.float().mean() < 0.9 * batch['ids'].shape[1]
+    results = []
+    for model in (copy.deepcopy(base), FullWidth(copy.deepcopy(base))):
+        # plain SGD: Adam would blow the rounding of near-zero gradients up to a step of lr
+        stats = arl.rl_update(model, torch.optim.SGD(model.parameters(), lr=1.0), batch,
+                              arl.compute_advantages(batch, cfg), cfg, copy.deepcopy(base),
+                              torch.Generator().manual_seed(0))
+        results.append((stats, model))
+    (grouped, grouped_model), (full, full_model) = results
+    assert grouped.keys() == full.keys()
+    for key in grouped:
+        assert grouped[key] == pytest.approx(full[key], rel=1e-4, abs=1e-6), key
+    moved = max_param_difference(full_model.model, base)
+    assert moved > 1e-3 and max_param_difference(grouped_model, full_model.model) < 1e-4 * moved

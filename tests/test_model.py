@@ -1,5 +1,5 @@
-"""TinyAgent: size, shapes, cached decoding and chunked reading equal to the full forward pass, context limit, rows
-grouped by width."""
+"""TinyAgent: size, shapes, cached reading (one token per call, in chunks, some rows only) equal to the full forward
+pass, context limit, rows grouped by width."""
 import pytest
 import torch
 
@@ -14,19 +14,18 @@ def test_parameter_count_and_no_dropout():
     assert not any(isinstance(m, torch.nn.Dropout) for m in model.modules())
 
 
-def test_cached_decoding_matches_the_full_forward_pass():
+def test_reading_one_token_per_call_matches_the_full_forward_pass():
     torch.manual_seed(0)
     model = arl.TinyAgent(arl.ModelConfig(vocab_size=50, context=32))
     ids = torch.randint(0, 50, (3, 20))
     with torch.no_grad():
         full = model(ids)  # [B, T, V]
         cache = model.new_cache(3)
-        steps = [model.prefill(ids[:, :5], cache)]
+        steps = [model.logits(model.read(ids[:, :5], cache, 0, None))[:, -1]]
         for t in range(5, 20):
-            steps.append(model.decode_step(ids[:, t], cache, t))
+            steps.append(model.logits(model.read(ids[:, t:t + 1], cache, t, None))[:, 0])
     assert full.shape == (3, 20, 50)
-    assert torch.allclose(torch.stack(steps[:-1], 1), full[:, 4:19], atol=1e-5)
-    assert torch.allclose(steps[-1], full[:, 19], atol=1e-5)
+    assert torch.allclose(torch.stack(steps, 1), full[:, 4:], atol=1e-5)
 
 
 def test_context_is_a_clear_limit():
@@ -34,7 +33,7 @@ def test_context_is_a_clear_limit():
     with pytest.raises(ValueError, match='longer than the context'):
         model(torch.zeros(1, 9, dtype=torch.long))
     with pytest.raises(ValueError, match='outside the context'):
-        model.read(torch.zeros(1, 3, dtype=torch.long), model.new_chunk_cache(1), 6, None)
+        model.read(torch.zeros(1, 3, dtype=torch.long), model.new_cache(1), 6, None)
     with pytest.raises(ValueError, match='divisible'):
         arl.ModelConfig(vocab_size=10, width=30, n_head=4)
 
@@ -45,7 +44,7 @@ def test_cached_reading_in_chunks_matches_the_full_forward_pass():
     ids = torch.randint(0, 50, (3, 20))
     with torch.no_grad():
         full = model(ids)  # [B, T, V]
-        cache = model.new_chunk_cache(3)
+        cache = model.new_cache(3)
         chunks = [model.logits(model.read(ids[:, a:b], cache, a, None)) for a, b in [(0, 5), (5, 6), (6, 13), (13, 20)]]
     assert full.shape == (3, 20, 50)
     assert torch.allclose(torch.cat(chunks, 1), full, atol=1e-5)
@@ -57,7 +56,7 @@ def test_reading_some_rows_leaves_the_others_alone():
     ids = torch.randint(0, 50, (4, 12))
     with torch.no_grad():
         full = model(ids)
-        cache = model.new_chunk_cache(4)
+        cache = model.new_cache(4)
         model.read(ids[:, :6], cache, 0, None)
         before = [part.clone() for block in cache for part in block]  # keys, then values, of each block
         rows = torch.tensor([2, 0])  # out of order on purpose: row i of the chunk belongs to cache row rows[i]

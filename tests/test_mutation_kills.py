@@ -190,7 +190,7 @@ def test_sample_step_draws_at_most_one_plus_max_redraws_times(monkeypatch, max_r
 
     draws = []
 
-    def no_spread(model, env_factory, tasks, tok, cfg, generator, sampler=None):  # every group's rewards equal: never a signal
+    def no_spread(model, env_factory, tasks, tok, cfg, generator):  # every group's rewards equal: never a signal
         draws.append(len(tasks))
         return [_traj(g, 0.0) for g in range(len(tasks)) for _ in range(cfg.group_size)]
 
@@ -577,7 +577,7 @@ def test_a_step_without_update_logs_the_policy_token_entropy_at_the_sampling_tem
     p = torch.softmax(logits.double()[:, :-1] / 2.0, -1)
     entropy = -(p * p.log()).sum(-1)
     expected = float((entropy * batch['action_mask']).sum() / 4)
-    stats = skipped_update(lambda ids: logits, batch, arl.RLConfig(temperature=2.0))
+    stats = skipped_update(lambda ids, widths=None: logits, batch, arl.RLConfig(temperature=2.0))
     assert stats['grad_norm'] == 0.0 and stats['entropy'] == pytest.approx(expected, abs=1e-5)
 
 
@@ -609,7 +609,7 @@ class _Bigram(torch.nn.Module):
         with torch.no_grad():
             self.table.weight.copy_(torch.randn(5, 5, generator=torch.Generator().manual_seed(seed)))
 
-    def forward(self, ids):
+    def forward(self, ids, widths=None):  # a bigram reads no context: widths change nothing
         return self.table(ids)
 
 
@@ -663,7 +663,7 @@ class _InfiniteGradient(torch.autograd.Function):
 
 
 class _OverflowingBigram(_Bigram):
-    def forward(self, ids):
+    def forward(self, ids, widths=None):
         return _InfiniteGradient.apply(self.table(ids))
 
 

@@ -6,7 +6,6 @@ import torch
 
 import agentrl as arl
 from agentrl.substrate.gym import draw_offset
-from agentrl.substrate.rollout import run_episodes_chunked
 from substrate_fixtures import on_main, quick_base, tokenizer  # noqa: F401 (on_main: autouse)
 
 
@@ -136,7 +135,7 @@ def test_empty_batch_collates():
 @torch.inference_mode()
 def one_token_per_call(model, envs, tasks, tok, temperature, generator):
     """A reference sampler: every episode reads or writes exactly one token per model call, in lockstep (finished
-    episodes are fed padding). Written independently of rollout's chunked reader; it defines the draws."""
+    episodes are fed padding). Written independently of rollout's reader; it defines the draws."""
     B, context = len(envs), model.cfg.context
     uniforms = torch.rand(B, generator=generator).tolist()
     queues = [tok.encode(env.reset(task, draw_offset(task, u))) for env, task, u in zip(envs, tasks, uniforms)]
@@ -144,7 +143,7 @@ def one_token_per_call(model, envs, tasks, tok, temperature, generator):
     for b in range(B):  # the first token of every prompt
         seqs[b].append(queues[b].pop(0))
         policy[b].append(False)
-    cache, playing, t = model.new_chunk_cache(B), set(range(B)), 0
+    cache, playing, t = model.new_cache(B), set(range(B)), 0
     while playing:
         current = torch.tensor([seqs[b][t] if b in playing else tok.pad_id for b in range(B)])
         logits = model.logits(model.read(current[:, None], cache, t, None))[:, 0]  # [B, V]: scores for t + 1
@@ -189,20 +188,9 @@ def test_chunked_reading_draws_what_one_token_per_call_draws(base, model_kind, c
     tasks = [task for task in arl.make_tasks('train')[:6] for _ in range(4)]
     cfg = arl.RLConfig()
     chunked_gen, reference_gen = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
-    chunked = run_episodes_chunked(model, [arl.make_env(cfg) for _ in tasks], tasks, tok, temperature, chunked_gen)
+    chunked = arl.run_episodes(model, [arl.make_env(cfg) for _ in tasks], tasks, tok, temperature, chunked_gen)
     reference = one_token_per_call(model, [arl.make_env(cfg) for _ in tasks], tasks, tok, temperature, reference_gen)
     assert [(t.ids, t.policy, t.reward, t.info['truncated']) for t in chunked] == reference
     assert torch.equal(chunked_gen.get_state(), reference_gen.get_state())
     assert sum(t.n_policy_tokens for t in chunked) > len(tasks)  # the episodes really sampled
     assert (context < 256) == any(t.info['truncated'] for t in chunked)
-
-
-def test_the_chunked_sampler_plays_the_default_samplers_episodes(base):
-    tok, cfg = tokenizer(), arl.RLConfig()
-    tasks = [task for task in arl.make_tasks('train')[:4] for _ in range(4)]
-    gens = torch.Generator().manual_seed(5), torch.Generator().manual_seed(5)
-    default = arl.run_episodes(base, [arl.make_env(cfg) for _ in tasks], tasks, tok, 1.0, gens[0])
-    chunked = run_episodes_chunked(base, [arl.make_env(cfg) for _ in tasks], tasks, tok, 1.0, gens[1])
-    assert [(t.ids, t.policy, t.info) for t in default] == [(t.ids, t.policy, t.info) for t in chunked]
-    assert torch.equal(gens[0].get_state(), gens[1].get_state())
-    assert max(abs(a - b) for d, c in zip(default, chunked) for a, b in zip(d.logps, c.logps)) < 1e-4

@@ -157,9 +157,10 @@ def test_the_logit_scale_multiplies_every_path_to_the_logits():
     ids = torch.randint(0, 30, (2, 6))
     assert torch.allclose(scaled(ids), 0.35 * plain(ids))
     cache = scaled.new_cache(2)
-    first = scaled.prefill(ids[:, :5], cache)
+    first = scaled.logits(scaled.read(ids[:, :5], cache, 0, None))[:, -1]
     assert torch.allclose(first, scaled(ids[:, :5])[:, -1], atol=1e-6)
-    assert torch.allclose(scaled.decode_step(ids[:, 5], cache, 5), scaled(ids)[:, -1], atol=1e-6)
+    following = scaled.logits(scaled.read(ids[:, 5:6], cache, 5, None))[:, 0]
+    assert torch.allclose(following, scaled(ids)[:, -1], atol=1e-6)
 
 
 def test_the_initialisation_scale_is_the_configured_std():

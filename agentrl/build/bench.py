@@ -45,7 +45,7 @@ from agentrl.paths import cache_dir
 from agentrl.substrate.config import active
 from agentrl.substrate.grpo import RLConfig, compute_advantages, rl_update
 from agentrl.substrate.gym import Env, make_env, make_tasks
-from agentrl.substrate.rollout import behavior_stats, collate, run_episodes, run_episodes_chunked, sample_step
+from agentrl.substrate.rollout import behavior_stats, collate, sample_step
 from agentrl.substrate.sft import BUILD_THREADS, cache_key, make_rl_base, model_config, rl_base_description
 from agentrl.substrate.tokenizer import build_tokenizer
 from agentrl.verified_cache import load_verified, save_verified
@@ -125,13 +125,12 @@ SEQUENCE_LENGTHS = {64: (28, 6, 3), 128: (56, 18, 3), 240: (102, 40, 3)}
 COST_CURVES = [('group_size', [4, 8, 16]), ('tasks_per_step', [4, 8, 16]), ('sequence_length', list(SEQUENCE_LENGTHS))]
 
 
-def grpo_steps(repetitions, model, tok, count=False, sequence_length=None, sampler=run_episodes, **overrides):
+def grpo_steps(repetitions, model, tok, count=False, sequence_length=None, **overrides):
     """GRPO steps from `model` (a copy is trained) with RLConfig(**overrides), after one warm-up step; per step a dict
     of seconds (whole step, sampling, update), episodes sampled, tokens sampled, the matmul rate sampled just before
     the step, and, with count=True, the FLOPs of the sampling and of the update (the times are then not meaningful).
     The same seed gives the same steps, so a counted run replays a timed one. sequence_length: play FixedLengthEnv
-    episodes of about that many tokens (a key of SEQUENCE_LENGTHS) instead of the gym's. sampler: the rollout's
-    run_episodes (the default) or run_episodes_chunked."""
+    episodes of about that many tokens (a key of SEQUENCE_LENGTHS) instead of the gym's."""
     train = make_tasks('train')
     model = copy.deepcopy(model)
     cfg = RLConfig(**overrides)
@@ -149,7 +148,7 @@ def grpo_steps(repetitions, model, tok, count=False, sequence_length=None, sampl
         start = time.perf_counter()
         if count:
             counters[0].__enter__()
-        kept, sampled = sample_step(model, env_factory, train, tok, cfg, generator, sampler)
+        kept, sampled = sample_step(model, env_factory, train, tok, cfg, generator)
         if count:
             counters[0].__exit__(None, None, None)
         sampled_at = time.perf_counter()
@@ -253,8 +252,6 @@ def bench(steps, builds, curves=True, curve_steps=5):
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports kilobytes; before the counting
     load_end = os.getloadavg()
     counted = grpo_steps(steps, model, tok, count=True)  # untimed replays, for the FLOPs
-    chunked = grpo_steps(steps, model, tok, sampler=run_episodes_chunked)  # the same steps, forced tokens in chunks
-    chunked_counted = grpo_steps(steps, model, tok, count=True, sampler=run_episodes_chunked)
     replayed = all((t['episodes'], t['tokens']) == (c['episodes'], c['tokens']) for t, c in zip(timed, counted))
     flops_build = build_flops(tok)
     rates = [t['rate'] for t in timed] + [rate for _, rate in timed_builds]
@@ -278,10 +275,6 @@ def bench(steps, builds, curves=True, curve_steps=5):
                     floors(timed, counted, 'both'), '<= 2 x floor'))
     print(ratio_row('... its sampling', [t['sampling_seconds'] for t in timed], floors(timed, counted, 'sampling'),
                     '<= 3 x floor'))
-    print(ratio_row('... its sampling with run_episodes_chunked', [t['sampling_seconds'] for t in chunked],
-                    floors(chunked, chunked_counted, 'sampling'), '<= 3 x floor'))
-    print(ratio_row('... the whole step with run_episodes_chunked', [t['seconds'] for t in chunked],
-                    floors(chunked, chunked_counted, 'both'), '<= 2 x floor'))
     print(ratio_row('... its update', [t['update_seconds'] for t in timed], floors(timed, counted, 'update')))
     print(ratio_row(f'RL base build from an empty cache ({BUILD_THREADS} threads)', [s for s, _ in timed_builds],
                     [flops_build / rate for _, rate in timed_builds]))

@@ -114,8 +114,9 @@ class Plugin:
     def before_update(self, model, batch, advantages, record):
         """Measure the policy before this step's update (must not touch the model)."""
 
-    def prepare(self, ids, cfg):
-        """Once per update, without gradients, before the minibatches (e.g. reference log-probs of ids [B, T])."""
+    def prepare(self, ids, cfg, widths=None):
+        """Once per update, without gradients, before the minibatches (e.g. reference log-probs of ids [B, T]);
+        widths [B]: how many leading positions of each row the update reads (see read_widths)."""
 
     def reshape_surrogate(self, surrogate, logp, old_logp, advantages, mask, stats):
         """The per-token surrogate [b, T] to maximise (default: unchanged); may add entries to stats."""
@@ -148,8 +149,9 @@ class ReferenceKL(Plugin):
         if self.reference is None:
             self.reference = copy.deepcopy(model).eval()  # the starting policy, frozen
 
-    def prepare(self, ids, cfg):
-        self.ref_logp = selected_log_probs(self.reference(ids)[:, :-1] / cfg.temperature, ids[:, 1:])  # [B, T-1]
+    def prepare(self, ids, cfg, widths=None):
+        logits = self.reference(ids, widths)[:, :-1] / cfg.temperature  # [B, T-1, V]
+        self.ref_logp = selected_log_probs(logits, ids[:, 1:])  # [B, T-1]
 
     def extend_loss(self, loss, rows, logits, logp, mask, stats):
         per_token = self.estimator(logp, self.ref_logp[rows], self.kind)  # [b, T-1]
@@ -227,6 +229,13 @@ def chapter9_kl_kind(kind):
     return kind
 
 
+def read_widths(mask):
+    """action_mask [B, T-1] -> [B]: the leading positions of each row that anything reads, up to its last policy
+    token's (at least 1). The logits at position p score token p + 1, so a policy token at p + 1 needs 0..p."""
+    positions = torch.arange(1, mask.shape[1] + 1)  # [T-1]
+    return (mask.bool() * positions).amax(dim=1).clamp(min=1) if mask.shape[0] else positions[:0]
+
+
 def rl_update(model, optimizer, batch, advantages, cfg, ref_model=None, generator=None, plugins=None):
     """One GRPO update on a batch: cfg.epochs x cfg.minibatches clipped-surrogate steps -> averaged stats.
 
@@ -241,14 +250,16 @@ def rl_update(model, optimizer, batch, advantages, cfg, ref_model=None, generato
         plugins = [ReferenceKL(ref_model, cfg.kl_coef, chapter9_kl_kind(cfg.kl_kind))] if use_kl else []
     plugins = list(plugins)
     ids, mask = batch['ids'], batch['action_mask']  # [B, T], [B, T-1]
+    # Causal attention lets a row stop at its last policy token: the padding after it is never computed
+    widths = read_widths(mask)  # [B]
     with torch.no_grad():
-        old_logp = selected_log_probs(model(ids)[:, :-1] / cfg.temperature, ids[:, 1:])  # [B, T-1]
+        old_logp = selected_log_probs(model(ids, widths)[:, :-1] / cfg.temperature, ids[:, 1:])  # [B, T-1]
         for plugin in plugins:
-            plugin.prepare(ids, cfg)
+            plugin.prepare(ids, cfg, widths)
     per_minibatch = []
     for _ in range(cfg.epochs):
         for rows in torch.randperm(len(ids), generator=generator).chunk(cfg.minibatches):
-            logits = model(ids[rows])[:, :-1] / cfg.temperature  # [b, T-1, V]
+            logits = model(ids[rows], widths[rows])[:, :-1] / cfg.temperature  # [b, T-1, V]
             logp = selected_log_probs(logits, ids[rows, 1:])  # [b, T-1]
             loss, stats = policy_loss(logp, old_logp[rows], advantages[rows], mask[rows], cfg, plugins)
             for plugin in plugins:
@@ -272,7 +283,7 @@ def rl_update(model, optimizer, batch, advantages, cfg, ref_model=None, generato
 def skipped_update(model, batch, cfg):
     """The stats of a step that makes no update: the batch's policy-token entropy (as rl_update logs it), grad_norm 0."""
     with torch.no_grad():
-        logits = model(batch['ids'])[:, :-1] / cfg.temperature  # [B, T-1, V]
+        logits = model(batch['ids'], read_widths(batch['action_mask']))[:, :-1] / cfg.temperature  # [B, T-1, V]
         return dict(entropy=masked_mean(entropy_from_logits(logits), batch['action_mask']).item(), grad_norm=0.0)
 
 

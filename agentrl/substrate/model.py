@@ -1,9 +1,9 @@
 """TinyAgent: a small decoder-only transformer (nanoGPT style) that reads and writes the gym's words.
 
 B = batch, T = time (tokens), C = model width, H = heads, D = C // H, V = vocabulary.
-`forward(ids)` scores whole sequences for training (optionally grouping rows by the width they need);
-`new_cache` + `prefill` + `decode_step` advance a batch of episodes one token at a time with cached keys and values,
-for sampling; `new_chunk_cache` + `read` advance chosen episodes by a chunk of tokens each (the chunked sampler).
+`forward(ids)` scores whole sequences for training (optionally grouping rows by the width they need). For
+sampling, `new_cache` holds every episode's keys and values, and `read` advances chosen episodes by a chunk of
+tokens that starts at one position (a single token being a chunk of one).
 """
 import dataclasses
 import math
@@ -50,26 +50,12 @@ class SelfAttention(nn.Module):
         B, T, C3 = x.shape
         return [t.reshape(B, T, self.n_head, C3 // (3 * self.n_head)).transpose(1, 2) for t in x.chunk(3, dim=-1)]
 
-    def forward(self, x, cache=None):
-        """x [B, T, C] -> [B, T, C], each position attending to itself and earlier ones; keys/values go to cache if given."""
+    def forward(self, x):
+        """x [B, T, C] -> [B, T, C], each position attending to itself and earlier ones."""
         B, T, C = x.shape
         q, k, v = self.split_heads(self.qkv(x))  # [B, H, T, D] each
-        if cache is not None:
-            cache[0][:, :, :T] = k
-            cache[1][:, :, :T] = v
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # [B, H, T, D]
         return self.proj(y.transpose(1, 2).reshape(B, T, C))
-
-    def decode(self, x, cache, t):
-        """x [B, 1, C] at position t; cache = (keys, values) [B, H, context, D], filled up to t -> [B, 1, C]."""
-        B, _, C = x.shape
-        q, k, v = self.split_heads(self.qkv(x))  # [B, H, 1, D] each
-        keys, values = cache
-        keys[:, :, t:t + 1] = k
-        values[:, :, t:t + 1] = v
-        scores = q @ keys[:, :, :t + 1].transpose(-1, -2) / math.sqrt(q.shape[-1])  # [B, H, 1, t+1]
-        y = scores.softmax(dim=-1) @ values[:, :, :t + 1]  # [B, H, 1, D]
-        return self.proj(y.transpose(1, 2).reshape(B, 1, C))
 
     def read(self, x, cache, start, slots):
         """x [n, W, C] at positions start..start+W-1 of cache rows `slots` [n] (None: all), earlier ones cached -> [n, W, C].
@@ -105,14 +91,9 @@ class Block(nn.Module):
         self.mlp = nn.Sequential(nn.Linear(cfg.width, cfg.mlp_ratio * cfg.width), nn.GELU(),
                                  nn.Linear(cfg.mlp_ratio * cfg.width, cfg.width))
 
-    def forward(self, x, cache=None):
-        """[B, T, C] -> [B, T, C] (filling this block's cache with positions 0..T-1 if given)."""
-        x = x + self.attn(self.norm1(x), cache)
-        return x + self.mlp(self.norm2(x))
-
-    def decode(self, x, cache, t):
-        """[B, 1, C] at position t -> [B, 1, C], reading and extending this block's cache."""
-        x = x + self.attn.decode(self.norm1(x), cache, t)
+    def forward(self, x):
+        """[B, T, C] -> [B, T, C]."""
+        x = x + self.attn(self.norm1(x))
         return x + self.mlp(self.norm2(x))
 
     def read(self, x, cache, start, slots):
@@ -181,25 +162,7 @@ class TinyAgent(nn.Module):
             x = block(x)  # [B, T, C]
         return self.norm(x)  # [B, T, C]
 
-    def prefill(self, ids, cache):
-        """ids [B, P] = every sequence's first P tokens -> logits [B, V] for position P; fills cache positions 0..P-1."""
-        B, P = ids.shape
-        x = self.tok_emb(ids) + self.pos_emb.weight[:P]  # [B, P, C]
-        for block, block_cache in zip(self.blocks, cache):
-            x = block(x, block_cache)  # [B, P, C]
-        return self.logits(self.norm(x[:, -1]))  # [B, V]
-
     def new_cache(self, batch_size):
-        """Key/value caches for prefill and decode_step: one (keys, values) pair [B, H, context, D] per block.
-
-        Uninitialised: position t is written before anything reads it.
-        """
-        cfg = self.cfg
-        shape = (batch_size, cfg.n_head, cfg.context, cfg.width // cfg.n_head)
-        weight = self.head.weight
-        return [(weight.new_empty(shape), weight.new_empty(shape)) for _ in self.blocks]
-
-    def new_chunk_cache(self, batch_size):
         """Key/value caches for read: one tensor [2, B, H, context, D] (keys, then values) per block.
 
         Uninitialised: position t is written before anything reads it.
@@ -221,16 +184,6 @@ class TinyAgent(nn.Module):
         for block, block_cache in zip(self.blocks, cache):
             x = block.read(x, block_cache, start, slots)  # [n, W, C]
         return self.norm(x)  # [n, W, C]
-
-
-    def decode_step(self, ids, cache, t):
-        """ids [B] = every sequence's token at position t (earlier ones cached) -> logits [B, V] for position t + 1."""
-        if t >= self.cfg.context:
-            raise ValueError(f'position {t} is outside the context of {self.cfg.context}')
-        x = self.tok_emb(ids[:, None]) + self.pos_emb.weight[t]  # [B, 1, C]
-        for block, block_cache in zip(self.blocks, cache):
-            x = block.decode(x, block_cache, t)  # [B, 1, C]
-        return self.logits(self.norm(x))[:, 0]  # [B, V]
 
 
 GROUP_COST = 512  # what one more group of rows costs, in token positions: the fixed cost of a forward and backward

@@ -1,19 +1,16 @@
-"""Sampling episodes: every episode of a batch advances one token per model call, together, with a KV cache.
+"""Sampling episodes: a batch of episodes played together, with a KV cache.
 
-Each episode has a queue of forced tokens (the prompt, then each observation) that are fed to the
-model as they are; when its queue is empty the policy samples the next token from
-softmax(logits / temperature) with the caller's torch.Generator. A call ends at ';' (or when it is
-as long as a call may be); the environment answers it, and the answer becomes the next queue.
-Finished episodes are fed padding, and dropped from the batch once a quarter of its rows are done.
-An episode that reaches the model's context is cut there (info['truncated'] = True, reward 0).
+Each episode starts with forced tokens (its prompt) and, after each tool call, gets more (the environment's
+answer); the policy writes the rest, one token at a time, drawn from softmax(logits / temperature) with the
+caller's torch.Generator. A call ends at ';' (or when it is as long as a call may be). An episode that reaches
+the model's context is cut there (info['truncated'] = True, reward 0).
 
-run_episodes_chunked plays the same episodes with the same draws but reads forced tokens in chunks, one model
-call per group of episodes instead of one per token. It keeps a fixed clock: an episode samples the token at
-position p at tick p - 1, as if every episode advanced one token per tick, and at each tick the episodes due to
-sample draw together, in episode order, in one torch.multinomial call, so reading ahead changes when the model
-computes a token's scores, never which draw picks it.
+Forced tokens are read in chunks, one model call per group of episodes, while the policy's tokens keep a fixed
+clock: an episode samples the token at position p at tick p - 1, as if every episode advanced one token per tick,
+and at each tick the episodes due to sample draw together, in episode order, in one torch.multinomial call. So
+reading ahead changes when the model computes a token's scores, never which draw picks it: the draws are those
+of a sampler that feeds every episode one token per model call.
 """
-import collections
 import dataclasses
 
 import torch
@@ -37,78 +34,6 @@ class Trajectory:
         return sum(self.policy)
 
 
-def _compact(cache_part, keep, t):
-    """Rows `keep` of a cache part [B, H, context, D], positions 0..t copied (later ones are written before use)."""
-    kept = cache_part.new_empty((len(keep),) + cache_part.shape[1:])
-    kept[:, :, :t + 1] = cache_part[keep, :, :t + 1]
-    return kept
-
-
-@torch.inference_mode()
-def run_episodes(model, envs, tasks, tok, temperature, generator, groups=None):
-    """Play one episode per (env, task) as one batch; policy tokens ~ softmax(logits / temperature) -> trajectories.
-
-    Each function's offset in its file is drawn uniformly with generator; then the prompts' common
-    first tokens are read in one pass, and every episode advances one token per model call.
-    """
-    B, context = len(envs), model.cfg.context
-    if B == 0:
-        return []
-    uniforms = torch.rand(B, generator=generator).tolist()  # where each task's function starts in its file
-    prompts = [tok.encode(env.reset(task, draw_offset(task, u))) for env, task, u in zip(envs, tasks, uniforms)]
-    shared = min(len(p) for p in prompts)  # prompt tokens every episode has: read them in one pass
-    seqs = [p[:shared] for p in prompts]
-    queues = [collections.deque(p[shared:]) for p in prompts]
-    policy = [[False] * shared for _ in range(B)]
-    logps = [[0.0] * shared for _ in range(B)]
-    calls = [[] for _ in range(B)]  # words of the call each episode is writing
-    rows = list(range(B))  # the episode in each row of the cache and the logits
-    active = set(rows)  # episodes that still take tokens (finished ones in `rows` are fed padding)
-    cache = model.new_cache(B)
-    logits = model.prefill(torch.tensor(seqs), cache)  # [B, V]: scores for position `shared`
-    t = shared - 1  # the newest position every row has read
-    while True:
-        samplers = [i for i, b in enumerate(rows) if b in active and not queues[b]]
-        if samplers:
-            logp = torch.log_softmax(logits[samplers] / temperature, dim=-1)  # [S, V]
-            picks = torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]  # [S]
-            picked_logp = logp.gather(1, picks[:, None])[:, 0].tolist()
-            sampled = {rows[i]: pick for i, pick in zip(samplers, zip(picks.tolist(), picked_logp))}
-        for b in [b for b in rows if b in active]:
-            env = envs[b]
-            if queues[b]:
-                seqs[b].append(queues[b].popleft())
-                policy[b].append(False)
-                logps[b].append(0.0)
-            else:
-                token, token_logp = sampled[b]
-                seqs[b].append(token)
-                policy[b].append(True)
-                logps[b].append(token_logp)
-                calls[b].append(tok.words[token])
-                if env.call_is_complete(calls[b]):
-                    observation, _ = env.step(calls[b])
-                    calls[b] = []
-                    queues[b].extend(tok.encode(observation))
-            if not queues[b] and env.done:
-                active.discard(b)
-            elif t + 2 >= context:  # no room for another token: cut the episode cleanly
-                env.info['truncated'] = True
-                active.discard(b)
-        t += 1
-        if not active:
-            break
-        if len(active) <= 0.75 * len(rows):  # drop finished episodes from the batch
-            keep = torch.tensor([i for i, b in enumerate(rows) if b in active])
-            cache = [tuple(_compact(part, keep, t) for part in block_cache) for block_cache in cache]
-            rows = [b for b in rows if b in active]
-        current = torch.tensor([seqs[b][t] if b in active else tok.pad_id for b in rows])  # [R]
-        logits = model.decode_step(current, cache, t)  # [R, V]: scores for position t + 1
-    groups = groups if groups is not None else [0] * B
-    return [Trajectory(task.task_id, group, seq, pol, lp, env.reward, dict(env.info, actions=list(env.info['actions'])))
-            for env, task, group, seq, pol, lp in zip(envs, tasks, groups, seqs, policy, logps)]
-
-
 class _Batch:
     """The episodes of one run_episodes call: their tokens so far, what the cache holds, and who is still playing."""
 
@@ -123,7 +48,7 @@ class _Batch:
         self.fed = [0] * B  # tokens of each episode already in the cache (positions 0..fed-1)
         self.slot = list(range(B))  # each episode's row in the cache
         self.playing = set(range(B))  # episodes that will sample again
-        self.cache = model.new_chunk_cache(B)
+        self.cache = model.new_cache(B)
         self.next_logits = None  # [B, V]: scores for each playing episode's next position, once fed
         for b, prompt in enumerate(prompts):
             self.force(b, prompt)
@@ -157,15 +82,15 @@ class _Batch:
     def read_pending(self):
         """Read every playing episode's unread tokens into the cache; their next position's scores go to next_logits.
 
-        Episodes that start at the same position share a model call: one for those with a single new token, one
-        (right-padded to the longest) for those with a chunk. Padding writes cache positions that the episode's
-        own later tokens overwrite before any query reads them.
+        Episodes that start at the same position share a model call: one for those with a single new token (the
+        policy's), one (right-padded to the longest) for those with a chunk. Padding writes cache positions that
+        the episode's own later tokens overwrite before any query reads them.
         """
         by_start = {}
         for b in sorted(self.playing):
-            if self.fed[b] < len(self.seqs[b]):
-                single = len(self.seqs[b]) - self.fed[b] == 1
-                by_start.setdefault((self.fed[b], single), []).append(b)
+            unread = len(self.seqs[b]) - self.fed[b]
+            if unread:
+                by_start.setdefault((self.fed[b], unread == 1), []).append(b)
         for (start, _), episodes in sorted(by_start.items()):
             width = max(len(self.seqs[b]) for b in episodes) - start
             ids = torch.full((len(episodes), width), self.tok.pad_id, dtype=torch.long)
@@ -176,12 +101,15 @@ class _Batch:
             slots = None if slots == list(range(self.cache[0].shape[1])) else torch.tensor(slots)
             hidden = self.model.read(ids, self.cache, start, slots)  # [n, W, C]
             last = torch.tensor([len(self.seqs[b]) - start - 1 for b in episodes])
-            logits = self.model.logits(hidden[torch.arange(len(episodes)), last])  # [n, V]
-            if self.next_logits is None:
-                self.next_logits = logits.new_zeros((len(self.envs), logits.shape[-1]))
-            self.next_logits[torch.tensor(episodes)] = logits
+            self.set_next_logits(episodes, self.model.logits(hidden[torch.arange(len(episodes)), last]))  # [n, V]
             for b in episodes:
                 self.fed[b] = len(self.seqs[b])
+
+    def set_next_logits(self, episodes, logits):
+        """Keep logits [n, V] as the scores for the next positions of `episodes` [n]."""
+        if self.next_logits is None:
+            self.next_logits = logits.new_zeros((len(self.envs), logits.shape[-1]))
+        self.next_logits[torch.tensor(episodes)] = logits
 
     def compact(self):
         """Once a quarter of the cache's rows belong to finished episodes, keep only the playing ones' rows."""
@@ -204,14 +132,12 @@ def _copy_rows(block_cache, rows, length):
 
 
 @torch.inference_mode()
-def run_episodes_chunked(model, envs, tasks, tok, temperature, generator, groups=None):
-    """run_episodes' episodes and draws, with the forced tokens read in chunks -> trajectories.
+def run_episodes(model, envs, tasks, tok, temperature, generator, groups=None):
+    """Play one episode per (env, task) as one batch; policy tokens ~ softmax(logits / temperature) -> trajectories.
 
     Each function's offset in its file is drawn uniformly with generator. Then, tick by tick, the episodes due to
     sample at that tick draw their tokens in one call; between ticks, what they wrote and the environment's answers
-    are read in chunks. The tokens and the generator's state are run_episodes' exactly; the log-probs agree to
-    float rounding (a chunk's arithmetic is not one token's), so it is not the default: switching would change the
-    last digits of every run that uses the sampler's log-probs, and every committed run would have to be redone.
+    are read into the cache (see the module's docstring).
     """
     if len(envs) == 0:
         return []
@@ -233,14 +159,12 @@ def run_episodes_chunked(model, envs, tasks, tok, temperature, generator, groups
             for env, task, group, seq, pol, lp in zip(envs, tasks, groups, batch.seqs, batch.policy, batch.logps)]
 
 
-def sample_groups(model, env_factory, tasks, tok, cfg, generator, sampler=run_episodes):
-    """cfg.group_size episodes per task, groups contiguous, at cfg.temperature with generator -> list of trajectories.
-
-    sampler: run_episodes, or run_episodes_chunked (the same draws, forced tokens read in chunks)."""
+def sample_groups(model, env_factory, tasks, tok, cfg, generator):
+    """cfg.group_size episodes per task, groups contiguous, at cfg.temperature with generator -> list of trajectories."""
     repeated = [task for task in tasks for _ in range(cfg.group_size)]
     groups = [i for i in range(len(tasks)) for _ in range(cfg.group_size)]
     envs = [env_factory() for _ in repeated]
-    return sampler(model, envs, repeated, tok, cfg.temperature, generator, groups)
+    return run_episodes(model, envs, repeated, tok, cfg.temperature, generator, groups)
 
 
 def has_signal(group):
@@ -258,7 +182,7 @@ def split_groups(trajs):
     return groups
 
 
-def sample_step(model, env_factory, tasks, tok, cfg, generator, sampler=run_episodes):
+def sample_step(model, env_factory, tasks, tok, cfg, generator):
     """One step's sampling: cfg.tasks_per_step random tasks x cfg.group_size episodes -> (kept, sampled).
 
     `kept` drops the groups whose rewards are all equal. If no group of the draw has a reward spread,
@@ -268,7 +192,7 @@ def sample_step(model, env_factory, tasks, tok, cfg, generator, sampler=run_epis
     sampled = None
     for _ in range(1 + cfg.max_redraws):
         picks = torch.randperm(len(tasks), generator=generator)[:cfg.tasks_per_step].tolist()
-        trajs = sample_groups(model, env_factory, [tasks[i] for i in picks], tok, cfg, generator, sampler)
+        trajs = sample_groups(model, env_factory, [tasks[i] for i in picks], tok, cfg, generator)
         sampled = trajs if sampled is None else sampled
         kept = [traj for group in split_groups(trajs) if has_signal(group) for traj in group]
         if kept:
