@@ -103,6 +103,61 @@ def test_readme_faithfulness_summary_agrees_with_the_recorded_verdicts():
         "README.md's faithfulness summary disagrees with results/: run `make report`"
 
 
+class FakeRecorded:
+    """A Recorded stand-in: {notebook: {key: value}}."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def get(self, notebook, key, default=None):
+        return self.data.get(notebook, {}).get(key, default)
+
+
+def seed_verdict(key, held):
+    return dict(key=key, kind='mechanism', text=f'claim {key}', held=held, held_on=sum(held),
+                seeds=list(range(len(held))),
+                verdict='holds' if all(held) else 'does not hold' if not any(held) else 'seed-dependent')
+
+
+def test_the_verdict_shift_names_what_moved_and_by_how_much():
+    from agentrl.build import verdict_shift
+    before = FakeRecorded({
+        '07_tinyagent_comparison': {'verdicts': [dict(key='a', kind='mechanism', text='claim a', held=True)]},
+        '09_seeds': {'seed_verdicts': [seed_verdict('a', [True] * 5), seed_verdict('b', [True, True, True, False, False]),
+                                       seed_verdict('c', [False] * 5)],
+                     'entropy_law_judgement': dict(rule='the law beats both forecasts', seeds=[0, 1], verdict='mixed')}})
+    snapshot = dict(label='the old engine', verdicts=verdict_shift.verdict_records(before))
+    assert len(snapshot['verdicts']) == 5
+    same = verdict_shift.shift_lines(snapshot, before)
+    assert same[0].startswith('5 of 5 verdicts are unchanged since the old engine; 0 moved')
+    assert '**moved**' not in '\n'.join(same)
+    assert verdict_shift.moved_summary(snapshot, before) == ['- **Since the old engine**: 5 of 5 verdicts unchanged.']
+    after = FakeRecorded({
+        '07_tinyagent_comparison': {'verdicts': [dict(key='a', kind='mechanism', text='claim a', held=True)]},
+        '09_seeds': {'seed_verdicts': [seed_verdict('a', [True] * 5), seed_verdict('b', [True, True, True, True, False]),
+                                       seed_verdict('c', [True] * 5)],
+                     'entropy_law_judgement': dict(rule='the law beats both forecasts', seeds=[0, 1], verdict='mixed')}})
+    lines = verdict_shift.shift_lines(snapshot, after)
+    assert lines[0].startswith('3 of 5 verdicts are unchanged since the old engine; 2 moved in the seeds they hold '
+                               'on, 1 of them in their verdict')
+    moved = [line for line in lines if '**moved**' in line]
+    assert moved == ['| every seed (notebook 09) | claim b | **seed-dependent, 3/5 seeds** | **seed-dependent, 4/5 '
+                     'seeds** | **moved** |',
+                     '| every seed (notebook 09) | claim c | **does not hold, 0/5 seeds** | **holds, 5/5 seeds** | '
+                     '**moved** |']
+    summary = verdict_shift.moved_summary(snapshot, after)
+    assert summary[0] == '- **Since the old engine**: 3 of 5 verdicts unchanged; moved (see `REPRODUCTION.md`):'
+    assert summary[2] == '  - every seed (notebook 09): claim c — does not hold, 0/5 seeds before, holds, 5/5 seeds now'
+
+
+def test_the_recorded_verdict_snapshot_covers_every_verdict_the_results_hold():
+    from agentrl.build import verdict_shift
+    snapshot = verdict_shift.load_snapshot()
+    assert snapshot is not None, 'reports/verdicts-before-fast-engine.json is missing'
+    now = verdict_shift.verdict_records(Recorded(RESULTS))
+    assert [(r['group'], r['key']) for r in snapshot['verdicts']] == [(r['group'], r['key']) for r in now]
+
+
 def test_every_setting_of_the_book_table_has_our_seed_0_row_and_seed_summary():
     columns, rows = registry.book_table_10_7()
     block = registry.blocks_of('10.7')[0]

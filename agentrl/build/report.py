@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentrl import results
 from agentrl.atomic import atomic_output
-from agentrl.build import registry, search
+from agentrl.build import registry, search, verdict_shift
 from agentrl.ch10.claims import (AT_SCALE, DOES_NOT_HOLD, HOLDS, MECHANISM, OBSERVATION, SEED_DEPENDENT, seed_rule_text,
                                  tally, verdict_line)
 from agentrl.ch10.explanations import explanation_lines
@@ -202,9 +202,10 @@ def reading_phrase(found):
     return f'our reading (notebook 09): {found["explanation"]} It rests on this: {found["premise"]}, {on}.'
 
 
-def faithfulness_summary(recorded, calibration=None):
+def faithfulness_summary(recorded, calibration=None, snapshot=None):
     """The README's summary of how faithful the reproduction is, as Markdown lines computed from the results (and
-    from the calibration record, calibration/trials.json unless another path is given)."""
+    from the calibration record, calibration/trials.json unless another path is given, and the verdict snapshot of
+    agentrl.build.verdict_shift, its recorded one unless another is given)."""
     total, match = exact_totals(recorded)
     verdict = ' — all.' if match == total else ' — **not all**: see `REPRODUCTION.md`.'
     lines = [f'- **Exact lines**: {match} of the {total} lines the book prints as exact arithmetic (sections '
@@ -235,11 +236,15 @@ def faithfulness_summary(recorded, calibration=None):
             lines.append(f'  - {v["text"]}: {seed_phrase(v)}')
             if v['verdict'] != HOLDS:
                 lines.append('    - ' + reading_phrase(readings.get(v['key'])))
+    snapshot = snapshot or verdict_shift.load_snapshot()
+    if snapshot and (found or across):
+        lines += verdict_shift.moved_summary(snapshot, recorded)
     return lines
 
 
-def build_report(folder=None):
-    """The report's Markdown text, from the results in folder (default: results_dir())."""
+def build_report(folder=None, snapshot=None):
+    """The report's Markdown text, from the results in folder (default: results_dir()) and the verdict snapshot
+    (default: the recorded one)."""
     recorded = Recorded(folder)
     body, summary = [], []
     for section in registry.SECTIONS:
@@ -272,6 +277,14 @@ def build_report(folder=None):
         body.append(f'### {title}\n\nNotebook: `notebooks/{notebook}.ipynb`.\n')
         printed = [line.rstrip() for key in keys for line in recorded.get(notebook, key, [])]
         body.append('```text\n' + '\n'.join(printed) + '\n```\n' if printed else '*Not executed yet.*\n')
+    snapshot = snapshot or verdict_shift.load_snapshot()
+    if snapshot and verdict_shift.verdict_records(recorded):
+        body.append('## Verdicts before and after the faster engine\n\nThe chunked sampler and the update cut to the '
+                    'width each row needs only reorder floating-point work, so they change the last digits of every '
+                    'TinyAgent run. Each verdict of this report, as recorded before the change '
+                    '(`reports/verdicts-before-fast-engine.json`, written by `python -m agentrl.build.verdict_shift`) '
+                    'and as the notebooks record it now:\n')
+        body.append('\n'.join(verdict_shift.shift_lines(snapshot, recorded)) + '\n')
     head = ['# Reproduction report', '',
             'Written by `make` (`python -m agentrl.build.report`) from the results the notebooks record '
             '(`results/`) and the book\'s printed lines (`data/book/chapter10.json`); do not edit by hand. Every '
