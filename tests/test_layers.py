@@ -9,7 +9,7 @@ from agentrl.fingerprint import TRAINING_MODULES, source_fingerprint
 PACKAGE = Path(__file__).resolve().parents[1] / 'agentrl'
 # rank of each part of the package: a module may import only from parts of lower or equal rank
 RANK = {'paths': 0, 'atomic': 0, 'verified_cache': 0, 'progress': 0, 'fingerprint': 0, 'cpu': 0, 'plotting': 0, 'results': 0,
-        'stopping': 0,
+        'stopping': 0, 'executors': 0,
         'core': 1, 'substrate': 2, 'ch10': 3, 'build': 4}
 
 

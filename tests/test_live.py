@@ -103,7 +103,8 @@ def test_a_run_trained_here_is_the_stored_run_and_ready_runs_says_what_it_did(tm
 
 def test_run_all_shows_its_lines_only_to_a_person_watching(monkeypatch):
     shown = []
-    monkeypatch.setattr(live, 'ready_runs', lambda specs, processes, show: (shown.append(show), ({'a': 1}, ['a: x']))[1])
+    monkeypatch.setattr(live, 'ready_runs',
+                        lambda specs, processes, show, executor: (shown.append(show), ({'a': 1}, ['a: x']))[1])
     monkeypatch.setattr(live, 'where_shown', lambda: None)  # make, CI: the saved notebook gets nothing
     assert live.run_all(['spec'], processes=1) == {'a': 1}
     monkeypatch.setattr(live, 'where_shown', lambda: 'notebook')

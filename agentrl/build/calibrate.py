@@ -10,23 +10,19 @@ row does not hold.
 
 `--candidate c18` measures a named configuration (agentrl.substrate.config.CANDIDATES) and `--config JSON` any
 SubstrateConfig description, beside the default and without changing it. `--protocol confirmation` uses the
-unseen seeds 5-9 (batch seeds 10-19).
+unseen seeds 5-9 (batch seeds 10-19). `--scheduler tcp://host:8786` (default: $AGENTRL_DASK_SCHEDULER) measures on
+that Dask cluster's workers instead of local processes.
 """
 import argparse
-import concurrent.futures
-import contextlib
 import copy
 import dataclasses
 import functools
 import json
-import multiprocessing
-import os
-import signal
 import sys
 
 import torch
 
-from agentrl import stopping
+from agentrl import executors, stopping
 from agentrl.atomic import atomic_output
 from agentrl.ch10.evaluation import diversity
 from agentrl.core.logprobs import entropy_from_logits, masked_mean, selected_log_probs
@@ -273,25 +269,16 @@ def _job(args):
     return measure_seed(config, value, protocol) if kind == 'seed' else measure_batch(config, value)
 
 
-def measure(config, protocol=SEARCH, processes=2):
-    """(seed measurements, batch measurements) of `config` under `protocol`, in `processes` worker processes."""
-    prepare(config)  # builds the RL base once, before the workers load it from the cache
+def measure(config, protocol=SEARCH, processes=2, executor=None, scheduler=None):
+    """(seed measurements, batch measurements) of `config` under `protocol`: each seed and batch seed a job, run
+    through `executor` (any concurrent.futures.Executor), else on the Dask cluster at `scheduler`, else in
+    `processes` local worker processes that end with this one and leave at once on SIGTERM (processes 1: here).
+    Each job carries `config` itself, so a worker on another machine measures the same substrate."""
+    prepare(config)  # builds the RL base once, before local workers load it from the cache
     jobs = [('seed', config, s, protocol) for s in protocol.seeds]
     jobs += [('batch', config, s, protocol) for s in protocol.batch_seeds]
-    if processes > 1:  # workers that end with this process and leave at once on SIGTERM (agentrl.stopping)
-        stopping.quiet_resource_tracker()
-        pool = concurrent.futures.ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context('spawn'),
-                                                      initializer=stopping.start_worker)
-        try:
-            results = list(pool.map(_job, jobs))
-        except stopping.Stopped:  # the workers leave now (their grading workers with them); the pool is not shut
-            for pid in stopping.children():  # down (it would wait for them); multiprocessing's resource tracker
-                with contextlib.suppress(OSError):  # ignores SIGTERM and goes when this process has gone
-                    os.kill(pid, signal.SIGTERM)
-            raise
-        pool.shutdown()
-    else:
-        results = [_job(job) for job in jobs]
+    with executors.sweep_executor(processes, executor, scheduler) as pool:
+        results = executors.ordered(pool, _job, [(job,) for job in jobs])
     return results[:len(protocol.seeds)], results[len(protocol.seeds):]
 
 
@@ -315,16 +302,21 @@ def main(argv=None):
     parser.add_argument('--protocol', choices=('search', 'confirmation'), default='search',
                         help='seeds 0-4 and batch seeds 0-9 (search) or seeds 5-9 and batch seeds 10-19')
     parser.add_argument('--processes', type=int, default=2)
+    parser.add_argument('--scheduler', default=executors.scheduler_address(),
+                        help=f'a Dask scheduler address (tcp://host:8786) to measure on its cluster instead of local '
+                             f'processes (default: ${executors.SCHEDULER_VARIABLE})')
     parser.add_argument('--json', help='also write the raw measurements here')
     args = parser.parse_args(argv)
     try:
         config = chosen_config(args.candidate, args.config)
+        if args.scheduler:  # refused now, not after the RL base is built
+            executors.check_scheduler_address(args.scheduler)
     except ValueError as error:
         parser.error(str(error))
     protocol = SEARCH if args.protocol == 'search' else CONFIRMATION
     try:
         with stopping.raise_on_signals():
-            seeds, batches = measure(config, protocol, args.processes)
+            seeds, batches = measure(config, protocol, args.processes, scheduler=args.scheduler)
     except stopping.Stopped as stop:
         print(f'STOPPED by {stop.name}: the calibration was interrupted while measuring; nothing was printed or '
               'written (a cached RL base is whole or absent)', file=sys.stderr, flush=True)

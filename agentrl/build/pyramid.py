@@ -32,9 +32,11 @@ LAYERS = (
     ('notebooks and documents', 'the notebooks, README, REPRODUCTION.md, the site',
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
       'test_site.py', 'test_pyramid.py')),
-    ('machinery', '`agentrl/build` runner and calibration, caches, stopping on signals, CPU pin, import layers',
+    ('machinery', '`agentrl/build` runner and calibration, caches, stopping on signals, CPU pin, sweeps on an '
+                  'executor (Dask), import layers',
      ('test_notebook_runner.py', 'test_calibrate.py', 'test_search.py', 'test_verified_cache.py', 'test_cpu_pin.py',
-      'test_layers.py', 'test_mutation_report.py', 'test_stopping.py', 'test_speed_tools.py')),
+      'test_layers.py', 'test_mutation_report.py', 'test_stopping.py', 'test_speed_tools.py',
+      'test_sweeps_on_dask.py')),
 )
 KINDS = ('fast', 'slow', 'snapshot')  # unmarked; marked slow only; marked snapshot (always also slow)
 

@@ -14,7 +14,8 @@ trial), trials.csv and trials.json (readable without Optuna), README.md (written
 Workers write a git-ignored live copy (.cache/calibration/live.db), restored from the snapshot when missing or behind
 it, so a fresh clone resumes the study. `--storage URL` runs the study on a shared database server instead (several
 machines, each running the same command); then the snapshot is not written during the search, and `record` copies
-the study into study.db.
+the study into study.db. `--scheduler tcp://host:8786` (default: $AGENTRL_DASK_SCHEDULER) measures each trial's
+seeds as jobs on that Dask cluster's workers instead of inside the search's worker process.
 
 The budget (300 complete trials or 6 hours of search time, summed over sessions) and the freeze rule (`decide`) are
 those of issue 17, fixed before the search started.
@@ -47,6 +48,7 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.storages._heartbeat import get_heartbeat_thread  # what study.optimize uses; ours asks under a lock
 from optuna.trial import TrialState
 
+from agentrl import executors
 from agentrl.atomic import atomic_output
 from agentrl.fingerprint import code_fingerprint
 from agentrl.paths import REPO
@@ -168,6 +170,7 @@ class Search:
     measure: object = 'agentrl.build.calibrate'  # the measurement: a module name, or a picklable object with the
     #                                              same functions (prepare, measure_seed, measure_batch, judge, ...)
     space: object = None  # trial -> SubstrateConfig, a picklable function (None: space)
+    scheduler: str = ''  # a Dask scheduler's address: a trial's seeds are measured on its cluster ('': in the worker)
     commit: bool = False  # commit the record files with git as the study grows ...
     commit_minutes: float = 10.0  # ... at most once per this many minutes during a search, and when it ends
 
@@ -243,17 +246,26 @@ def measure_trial(trial, search, config, started):
     trial.set_user_attr('protocol', plain(protocol))
     trial.set_user_attr('code', code_fingerprint())  # the training code it was measured with (stale if it changes)
     measurement.prepare(config)
-    batches = [measurement.measure_batch(config, seed) for seed in protocol.batch_seeds]
-    seeds = [measurement.measure_seed(config, protocol.seeds[0], protocol)]
+    first = _measured(search, config, protocol, [('batch', seed) for seed in protocol.batch_seeds]
+                      + [('seed', protocol.seeds[0])])
+    batches, seeds = first[:-1], first[-1:]
     rows = measurement.judge(seeds, batches)
     held, distance = measurement.rows_held(rows), measurement.band_distance(rows)
     trial.report(objective_value(held, distance), step=0)
     if held < PRUNE_BELOW:
         keep_rows(trial, rows, protocol.seeds[:1], measurement, started)
         raise optuna.TrialPruned(f'seed {protocol.seeds[0]} holds {held} rows, fewer than {PRUNE_BELOW}')
-    seeds += [measurement.measure_seed(config, seed, protocol) for seed in protocol.seeds[1:]]
+    seeds += _measured(search, config, protocol, [('seed', seed) for seed in protocol.seeds[1:]])
     record = keep_rows(trial, measurement.judge(seeds, batches), protocol.seeds, measurement, started)
     return objective_value(record['rows_held'], record['band_distance'])
+
+
+def _measured(search, config, protocol, kinds_and_seeds):
+    """Each ('seed'|'batch', seed) of a trial measured: here, one after the other, or, with search.scheduler, as jobs
+    on that Dask cluster's workers (agentrl.executors; each job carries the configuration and the CPU pin)."""
+    jobs = [((kind, search.measure, config, seed, protocol),) for kind, seed in kinds_and_seeds]
+    with executors.sweep_executor(1, scheduler=search.scheduler) as pool:
+        return executors.ordered(pool, _measure, jobs)
 
 
 def keep_rows(trial, rows, seeds, measurement, started):
@@ -1127,13 +1139,22 @@ def main(argv=None):
     parser.add_argument('--minutes', type=float, default=0.0, help='session limit (running trials are cut)')
     parser.add_argument('--trials', type=int, default=0, help='stop after this many finished trials')
     parser.add_argument('--processes', type=int, default=2)
+    parser.add_argument('--scheduler', default=executors.scheduler_address() or '',
+                        help=f'a Dask scheduler address (tcp://host:8786): each trial measures its seeds on that '
+                             f'cluster (default: ${executors.SCHEDULER_VARIABLE})')
     parser.add_argument('--commit', action='store_true', help='git commit the record as the study grows')
     parser.add_argument('--commit-minutes', type=float, default=Search.commit_minutes,
                         help='during a search, commit at most once per this many minutes (and at its end)')
     args = parser.parse_args(argv)
+    if args.scheduler:  # refused now, not in the middle of a trial
+        try:
+            executors.check_scheduler_address(args.scheduler)
+        except ValueError as error:
+            parser.error(str(error))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     search = Search(folder=args.folder, storage=args.storage, minutes=args.minutes, trials=args.trials,
-                    processes=args.processes, commit=args.commit, commit_minutes=args.commit_minutes)
+                    processes=args.processes, commit=args.commit, commit_minutes=args.commit_minutes,
+                    scheduler=args.scheduler)
     return {'search': run_search, 'confirm': run_confirm, 'record': run_record}[args.command](search)
 
 

@@ -5,20 +5,21 @@ import hashlib
 import json
 import math
 import re
+import time
 from collections.abc import Mapping
-from concurrent.futures import ProcessPoolExecutor
+from contextlib import closing
 from functools import lru_cache
-from multiprocessing import get_context
 
 import torch
 
+from agentrl import executors
 from agentrl.ch10.evaluation import diversity
 from agentrl.ch10.regularizers import COV_VARIANTS, centered_cross_product, entropy_bonus, train_regularized
 from agentrl.core.logprobs import masked_mean, selected_log_probs
 from agentrl.cpu import fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import runs_dir
-from agentrl.substrate.config import active
+from agentrl.substrate.config import SubstrateConfig, active, use
 from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig
 from agentrl.substrate.gym import make_tasks
 from agentrl.substrate.sft import make_rl_base
@@ -135,11 +136,17 @@ def scale_arms(seed=0):
             arm('entropy 0.1, 80 steps', entropy_coef=0.1, steps=80, seed=seed)]
 
 
-@lru_cache(maxsize=1)
 def substrate():
-    """(tokenizer, train tasks, held-out tasks, RL base) as the chapter sets them up; built once per process."""
-    tok = build_tokenizer(make_tasks('all'))
-    return tok, make_tasks('train'), make_tasks('heldout'), make_rl_base(tok)
+    """(tokenizer, train tasks, held-out tasks, RL base) of the active substrate, as the chapter sets them up; built
+    once per process and configuration."""
+    return _substrate(active())
+
+
+@lru_cache(maxsize=2)
+def _substrate(config):  # keyed by the configuration: a worker may serve jobs of several substrates in turn
+    with use(config):
+        tok = build_tokenizer(make_tasks('all'))
+        return tok, make_tasks('train'), make_tasks('heldout'), make_rl_base(tok)
 
 
 def model_fingerprint(model):
@@ -150,9 +157,13 @@ def model_fingerprint(model):
     return digest.hexdigest()
 
 
-@lru_cache(maxsize=1)
 def rl_base_fingerprint():
-    """model_fingerprint of this process's RL base (substrate() builds it once, so it is hashed once)."""
+    """model_fingerprint of this process's RL base of the active substrate (hashed once per configuration)."""
+    return _rl_base_fingerprint(active())
+
+
+@lru_cache(maxsize=2)
+def _rl_base_fingerprint(config):
     return model_fingerprint(substrate()[3])
 
 
@@ -182,21 +193,22 @@ def load_run(spec):
     return None if run is None else dict(provenance=described, **run)
 
 
-def train_and_evaluate(spec, watch=()):
+def train_and_evaluate(spec, watch=(), init_state=None):
     """Train spec from its starting weights, evaluate on the held-out tasks -> dict(history, metrics, vocab_size, state_dict).
 
     watch: extra plug-ins that only read the step records (a live curve in a notebook); the run is the same with or
-    without them.
+    without them. init_state: the final weights of spec.init when the caller has them (a worker on another machine
+    has no run cache to load them from); None: ensure_run(spec.init)'s.
     """
     tok, train_tasks, heldout_tasks, rl_base = substrate()
     with fixed_threads(TRAIN_THREADS):  # training and the final evaluation alike
-        return _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base, watch)
+        return _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base, watch, init_state)
 
 
-def _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base, watch=()):
+def _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base, watch=(), init_state=None):
     model = copy.deepcopy(rl_base)
     if spec.init is not None:
-        model.load_state_dict(ensure_run(spec.init)['state_dict'])
+        model.load_state_dict(ensure_run(spec.init)['state_dict'] if init_state is None else init_state)
     reference = copy.deepcopy(rl_base).eval() if spec.reference == 'rl_base' else None
     cfg = spec.config()
     probes = [Probe(spec.probes, rl_base, heldout_tasks, tok, cfg.temperature)] if spec.probes else []
@@ -254,24 +266,63 @@ def ensure_run(spec):
     return run
 
 
-def _worker(spec):
-    """Process-pool entry point: make sure the run is saved, return nothing heavy."""
-    ensure_run(spec)
-    return spec.name
+def run_job(spec, substrate, init_state=None):
+    """A worker's side of a sweep: spec trained and evaluated under the substrate described (SubstrateConfig.describe())
+    -> dict(provenance, run, seconds). Nothing is saved here: the caller checks the provenance and saves the run in its
+    own run cache (ensure_runs), so a worker on another machine needs no shared disk. init_state: spec.init's final
+    weights (None if it has no init)."""
+    start = time.perf_counter()
+    with use(SubstrateConfig.from_description(substrate)):
+        described = provenance(spec)
+        run = train_and_evaluate(spec, init_state=init_state)
+    return dict(provenance=described, run=run, seconds=time.perf_counter() - start)
 
 
-def run_all(specs, processes=2):
-    """{name: run} for every spec; missing runs are computed in `processes` parallel processes (1: in this one)."""
+def ensure_runs(specs, executor, done=lambda name, seconds: None):
+    """Make sure every spec's run is saved, trained through `executor` (None: here, one after the other), calling
+    done(name, seconds) as each is saved.
+
+    Through an executor each run is trained by run_job under this process's active substrate and comes back here,
+    where it is saved in the run cache only if the worker computed it from the same provenance (code, substrate, RL
+    base weights, torch, CPU kernels) as this process would.
+    """
+    if executor is None:
+        for spec in specs:
+            start = time.perf_counter()
+            ensure_run(spec)
+            done(spec.name, time.perf_counter() - start)
+        return
+    substrate = active().describe()
+    jobs = [(spec, substrate, None if spec.init is None else ensure_run(spec.init)['state_dict']) for spec in specs]
+    with closing(executors.finished(executor, run_job, jobs)) as each:
+        for index, result in each:
+            spec, described = specs[index], provenance(specs[index])
+            if result['provenance'] != described:
+                differ = sorted(key for key in described if result['provenance'].get(key) != described[key])
+                raise RuntimeError(f'run {spec.name!r} came back computed with another {", ".join(differ)} than '
+                                   'this process would use: not saved')
+            save_verified(run_path(spec), result['run'], described)
+            done(spec.name, result['seconds'])
+
+
+def run_all(specs, processes=2, executor=None):
+    """{name: run} for every spec; missing runs are trained through `executor` (any concurrent.futures.Executor) or,
+    when it is None, on the Dask cluster at $AGENTRL_DASK_SCHEDULER if set, else in `processes` spawned worker
+    processes (1: in this one). Runs that others start from (spec.init) are trained first."""
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise ValueError(f'run names must be unique, got {names}')
     todo = [spec for spec in specs if load_run(spec) is None]
-    inits = {spec.init for spec in todo if spec.init is not None and load_run(spec.init) is None}
-    for wave in [sorted(inits, key=lambda s: s.name), todo]:
-        if processes > 1 and len(wave) > 1:
-            with ProcessPoolExecutor(max_workers=processes, mp_context=get_context('spawn')) as pool:
-                list(pool.map(_worker, wave))
-        else:
-            for spec in wave:
-                ensure_run(spec)
+    inits = sorted({spec.init for spec in todo if spec.init is not None and load_run(spec.init) is None},
+                   key=lambda s: s.name)
+    train_runs(inits, processes, executor)  # runs that others start from: trained first
+    train_runs([spec for spec in todo if load_run(spec) is None], processes, executor)  # one may be an init
     return {spec.name: ensure_run(spec) for spec in specs}
+
+
+def train_runs(specs, processes=2, executor=None, done=lambda name, seconds: None):
+    """ensure_runs(specs, ...) through `executor`, else the Dask cluster at $AGENTRL_DASK_SCHEDULER if set, else
+    `processes` local worker processes (agentrl.executors.sweep_executor; one run, or processes 1: in this one)."""
+    if specs:
+        with executors.sweep_executor(min(processes, len(specs)), executor, executors.scheduler_address()) as pool:
+            ensure_runs(specs, pool, done)

@@ -5,11 +5,7 @@ Nothing here decides a run's numbers: a watched run is trained by experiments.tr
 among its `watch` plug-ins, and LiveCurve only reads the records the engine hands it (a test checks the run is the
 stored one, bit for bit). This module is not one of the fingerprinted training modules, so editing it retrains nothing.
 """
-import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
-
-from agentrl import plotting, stopping
+from agentrl import plotting
 from agentrl.ch10 import experiments
 from agentrl.ch10.regularizers import chapter_plugins
 from agentrl.progress import where_shown
@@ -147,13 +143,6 @@ def same_run(a, b):
 
 # --- every run of a comparison: loaded from the run cache or trained, one line per setting ------------------------
 
-def _timed_ensure(spec):
-    """Worker entry point: make sure spec's run is saved -> seconds it took (training included)."""
-    start = time.perf_counter()
-    experiments.ensure_run(spec)
-    return time.perf_counter() - start
-
-
 def status_line(name, seconds):
     """'name: loaded from the run cache' (seconds None) or 'name: trained in 12 s'."""
     return f'{name}: loaded from the run cache' if seconds is None else f'{name}: trained in {seconds:.0f} s'
@@ -202,46 +191,35 @@ class _StatusBoard:
             display(Markdown(self.text()))
 
 
-def _ensure_all(specs, processes, done):
-    """Make sure every spec's run is saved, calling done(name, seconds) as each is; in `processes` worker processes
-    that end with this one and leave at once on SIGTERM (a run being saved is finished first: agentrl.stopping)."""
-    if processes > 1 and len(specs) > 1:
-        with ProcessPoolExecutor(max_workers=processes, mp_context=get_context('spawn'),
-                                 initializer=stopping.start_worker) as pool:
-            futures = {pool.submit(_timed_ensure, spec): spec.name for spec in specs}
-            for future in as_completed(futures):
-                done(futures[future], future.result())
-    else:
-        for spec in specs:
-            done(spec.name, _timed_ensure(spec))
-
-
-def ready_runs(specs, processes=2, show=True):
+def ready_runs(specs, processes=2, show=True, executor=None):
     """Every spec's run, as experiments.run_all gives them, and one line per setting saying whether its run was
-    loaded from the run cache or trained now (and in how many seconds, in a worker process when processes > 1)
-    -> ({name: run}, [line per setting]).
+    loaded from the run cache or trained now (and in how many seconds, in a worker when processes > 1 or an executor
+    is used) -> ({name: run}, [line per setting]).
 
-    The lines are shown as a Markdown display (redrawn as runs finish when someone watches a notebook), not printed:
-    whether a run was trained depends on the machine's run cache, not on the notebook, so they are not part of the
-    notebook's printed output. show=False displays nothing.
+    executor: any concurrent.futures.Executor to train the missing runs through (None: the Dask cluster at
+    $AGENTRL_DASK_SCHEDULER if set, else `processes` local worker processes). The lines are shown as a Markdown
+    display (redrawn as runs finish when someone watches a notebook), not printed: whether a run was trained depends
+    on the machine's run cache, not on the notebook, so they are not part of the notebook's printed output.
+    show=False displays nothing.
     """
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise ValueError(f'run names must be unique, got {names}')
     inits = sorted({spec.init for spec in specs if spec.init is not None and experiments.load_run(spec.init) is None},
                    key=lambda s: s.name)
-    _ensure_all(inits, processes, lambda name, seconds: None)  # runs that others start from: trained first
+    experiments.train_runs(inits, processes, executor)  # runs that others start from: trained first
     todo = [spec for spec in specs if experiments.load_run(spec) is None]
     board = _StatusBoard(names, {spec.name for spec in todo}, show)
-    _ensure_all(todo, processes, board.done)
+    experiments.train_runs(todo, processes, executor, board.done)
     runs = {spec.name: experiments.ensure_run(spec) for spec in specs}  # all saved now: loaded
     board.finish()
     return runs, board.lines()
 
 
-def run_all(specs, processes=2):
-    """experiments.run_all's {name: run}, and, while a person watches the notebook, one line per setting redrawn as
-    its run is loaded or trained ('training…', 'trained in 12 s', 'loaded from the run cache'). A saved notebook
-    (make, CI) shows nothing, so its outputs do not depend on the run cache."""
-    runs, _ = ready_runs(specs, processes=processes, show=where_shown() == 'notebook')
+def run_all(specs, processes=2, executor=None):
+    """experiments.run_all's {name: run} (trained through `executor`, as ready_runs does), and, while a person
+    watches the notebook, one line per setting redrawn as its run is loaded or trained ('training…', 'trained in
+    12 s', 'loaded from the run cache'). A saved notebook (make, CI) shows nothing, so its outputs do not depend on
+    the run cache."""
+    runs, _ = ready_runs(specs, processes=processes, show=where_shown() == 'notebook', executor=executor)
     return runs
