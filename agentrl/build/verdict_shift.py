@@ -50,13 +50,19 @@ def outcome(record):
     return f'{record["verdict"]}, {record["held_on"]}/{len(record["seeds"])} seeds'
 
 
+def paired(snapshot, recorded):
+    """({(group, key): record} before, the same now, the keys whose outcome moved, in snapshot order)."""
+    before = {(r['group'], r['key']): r for r in snapshot['verdicts']}
+    after = {(r['group'], r['key']): r for r in verdict_records(recorded)}
+    moved = [k for k in before if k in after and outcome(before[k]) != outcome(after[k])]
+    return before, after, moved
+
+
 def shift_lines(snapshot, recorded):
     """Markdown lines: how many verdicts stayed, then a table of every verdict before and after (moved ones in
     bold). snapshot: what write_snapshot wrote; recorded: the current results (report.Recorded)."""
-    before = {(r['group'], r['key']): r for r in snapshot['verdicts']}
-    after = {(r['group'], r['key']): r for r in verdict_records(recorded)}
+    before, after, moved = paired(snapshot, recorded)
     keys = list(before) + [k for k in after if k not in before]
-    moved = [k for k in keys if k in before and k in after and outcome(before[k]) != outcome(after[k])]
     verdict_moved = [k for k in moved if before[k]['verdict'] != after[k]['verdict']]
     missing = [k for k in keys if k not in before or k not in after]
     lines = [f'{len(keys) - len(moved) - len(missing)} of {len(keys)} verdicts are unchanged since '
@@ -77,9 +83,8 @@ def shift_lines(snapshot, recorded):
 
 def moved_summary(snapshot, recorded):
     """One sentence for the README: which verdicts moved since the snapshot, or that none did."""
-    before = {(r['group'], r['key']): r for r in snapshot['verdicts']}
-    after = {(r['group'], r['key']): r for r in verdict_records(recorded)}
-    moved = [(before[k], after[k]) for k in before if k in after and outcome(before[k]) != outcome(after[k])]
+    before, after, keys = paired(snapshot, recorded)
+    moved = [(before[k], after[k]) for k in keys]
     head = f'- **Since {snapshot["label"]}**: {len(before) - len(moved)} of {len(before)} verdicts unchanged'
     if not moved:
         return [head + '.']

@@ -101,15 +101,12 @@ class _Batch:
             slots = None if slots == list(range(self.cache[0].shape[1])) else torch.tensor(slots)
             hidden = self.model.read(ids, self.cache, start, slots)  # [n, W, C]
             last = torch.tensor([len(self.seqs[b]) - start - 1 for b in episodes])
-            self.set_next_logits(episodes, self.model.logits(hidden[torch.arange(len(episodes)), last]))  # [n, V]
+            logits = self.model.logits(hidden[torch.arange(len(episodes)), last])  # [n, V]
+            if self.next_logits is None:
+                self.next_logits = logits.new_zeros((len(self.envs), logits.shape[-1]))
+            self.next_logits[torch.tensor(episodes)] = logits
             for b in episodes:
                 self.fed[b] = len(self.seqs[b])
-
-    def set_next_logits(self, episodes, logits):
-        """Keep logits [n, V] as the scores for the next positions of `episodes` [n]."""
-        if self.next_logits is None:
-            self.next_logits = logits.new_zeros((len(self.envs), logits.shape[-1]))
-        self.next_logits[torch.tensor(episodes)] = logits
 
     def compact(self):
         """Once a quarter of the cache's rows belong to finished episodes, keep only the playing ones' rows."""
