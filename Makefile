@@ -92,10 +92,12 @@ html: $(SETUP)
 calibrate: $(SETUP)
 	$(PY) -m agentrl.build.calibrate $(CALIBRATE_ARGS)
 
-# Issue 17's calibration search (agentrl/build/search.py): continue the study recorded in calibration/ in 2 worker
-# processes, until its budget is used or the freeze rule has a candidate to confirm; then apply the freeze rule, which
-# prints the configuration to freeze. calibrate-record rewrites calibration/ from the study. SEARCH_ARGS passes
-# options, e.g. make calibrate-search SEARCH_ARGS="--minutes 50 --commit" (--storage URL: a shared database server).
+# The calibration searches (agentrl/build/search.py): continue a study in 2 worker processes, until its budget is
+# used or the freeze rule has a candidate to confirm; then apply the freeze rule, which prints the configuration to
+# freeze. calibrate-record rewrites the study's record from it. SEARCH_ARGS passes options, e.g.
+# make calibrate-search SEARCH_ARGS="--minutes 50 --commit" (the first study, calibration/), or
+# SEARCH_ARGS="--study long-grammar" (calibration/long-grammar/; its rules were fixed by the search's init command);
+# --storage URL runs a study on a shared database server.
 .PHONY: calibrate-search calibrate-confirm calibrate-record
 calibrate-search: $(SETUP)
 	$(PY) -m agentrl.build.search search $(SEARCH_ARGS)

@@ -533,3 +533,75 @@ def test_two_real_trials_run_end_to_end_on_a_tiny_configuration_in_two_processes
     assert len(trials) == 2 and {t.state.name for t in trials} <= {'COMPLETE', 'PRUNED'}, \
         [t.user_attrs.get('error') for t in trials]
     assert all(len(t.user_attrs['rows']) == 26 for t in trials) and time.time() - started < 60
+
+
+# ------------------------------------------------------------------------------ a study seeded from another one
+def _first_study_export(tmp_path):
+    """A first study's record: trials.json with complete trials of rows 20..25 and a pruned one (never seeded)."""
+    folder = tmp_path / 'first'
+    folder.mkdir()
+    base = S.params_of(CANDIDATES['main'])
+    trials = [dict(number=n, state='COMPLETE', rows_held=20 + n % 6, band_distance=1.0 / (1 + n),
+                   params=dict(base, read=0.15 + 0.01 * n)) for n in range(8)]
+    trials.append(dict(number=8, state='PRUNED', rows_held=26, band_distance=0.0, params=dict(base, read=0.5)))
+    (folder / 'trials.json').write_text(json.dumps(dict(attrs={}, trials=trials)))
+    return folder, trials
+
+
+def test_a_seeded_study_queues_the_other_studys_best_trials_with_only_the_fixed_parameter_changed(tmp_path):
+    source, trials = _first_study_export(tmp_path)
+    search = search_in(tmp_path, fixed=(('grammar', 'long'),), seeded_from=str(source), seeded_count=3,
+                       study='seeded', default_rule='only if confirmed.')
+    queued = S.seed_trials(search)
+    # the freeze rule's order: rows held first (25: trial 5; 24: trial 4; 23: trial 3), the pruned one left out
+    assert [number for number, _ in queued] == [5, 4, 3]
+    by_number = {t['number']: t['params'] for t in trials}
+    for number, params in queued:
+        assert params == dict(by_number[number], grammar='long')
+    assert S.run_init(search) == 0
+    study = load(search)
+    assert [(t.state.name, t.user_attrs['seeded_from']) for t in study.trials] == [('WAITING', 5), ('WAITING', 4),
+                                                                                  ('WAITING', 3)]
+    assert study.user_attrs['fixed_params'] == {'grammar': 'long'}
+    assert study.user_attrs['default_rule'] == 'only if confirmed.'
+    assert study.user_attrs['seeded_from'] == dict(folder=str(source), count=3)
+    readme = (Path(search.folder) / 'README.md').read_text()
+    assert "holds `grammar` at 'long'" in readme and 'The default rule: only if confirmed.' in readme
+    assert S.run_init(search) == 0  # again before any trial ran: nothing changes
+    assert len(load(search).trials) == 3
+    with pytest.raises(SystemExit, match='keeps its protocol'):  # a session with another rule is refused
+        S.open_study(dataclasses.replace(search, default_rule='always.'))
+
+
+def test_a_study_with_a_fixed_parameter_only_ever_samples_that_value_and_runs_its_queued_trials_first(tmp_path):
+    source, trials = _first_study_export(tmp_path)
+    search = search_in(tmp_path, fixed=(('grammar', 'long'),), seeded_from=str(source), seeded_count=2,
+                       study='seeded', trials=4, measure=FakeMeasure(first=20, rest=19))
+    assert S.run_init(search) == 0 and S.run_search(search) == 0
+    study = load(search)
+    finished = [t for t in study.trials if t.state.name == 'COMPLETE']
+    assert len(finished) >= 4 and all(t.params['grammar'] == 'long' for t in study.trials)
+    assert all(SubstrateConfig.from_description(t.user_attrs['config']).grammar == 'long' for t in finished)
+    assert [t.user_attrs.get('seeded_from') for t in study.trials[:2]] == [5, 4]
+    assert 'seeded_from' not in study.trials[2].user_attrs  # then TPE's own samples
+
+
+def test_a_fixed_parameter_must_be_a_searched_one_with_a_value_inside_its_range():
+    with pytest.raises(ValueError, match="fixed parameters \\['grammer'\\] are not in the search space"):
+        S.space_with((('grammer', 'long'),))
+    with pytest.raises(ValueError, match="grammar='longest' is outside the search space"):
+        S.space_with((('grammar', 'longest'),))
+    narrowed = dict((name, d) for name, _, d in S.space_with((('grammar', 'long'),)))
+    assert narrowed['grammar'].choices == ('long',) and narrowed['read'] == dict(
+        (name, d) for name, _, d in S.SPACE)['read']
+
+
+def test_the_named_studies_are_the_first_and_the_long_grammar_one_seeded_with_its_twelve_best():
+    first, long = S.study_search('first'), S.study_search('long-grammar')
+    assert (first.study, first.fixed, first.seeded_from, first.default_rule) == (S.STUDY_NAME, (), '', '')
+    assert Path(long.folder) == Path(first.folder) / 'long-grammar' and long.fixed == (('grammar', 'long'),)
+    assert Path(long.seeded_from) == Path(first.folder) and long.seeded_count == 12
+    assert '26 rows' in long.default_rule and '24' in long.default_rule
+    assert long.live_path() != first.live_path()
+    with pytest.raises(ValueError, match="unknown study 'second'"):
+        S.study_search('second')

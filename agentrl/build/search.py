@@ -1,24 +1,28 @@
-"""The calibration search of issue 17 as one recorded Optuna study (make calibrate-search), and its freeze rule.
+"""The calibration searches as recorded Optuna studies (make calibrate-search), and their freeze rule.
 
+    python -m agentrl.build.search init [--study S] [--commit]          create a study, fix its rules, queue its first trials
     python -m agentrl.build.search search [--minutes M] [--trials N]   continue the study (2 worker processes)
     python -m agentrl.build.search confirm                             apply the freeze rule (measures what it needs)
     python -m agentrl.build.search record                              rewrite the record from the study, measure nothing
 
-One study ('tinyagent-calibration', TPE sampler) searches the substrate configurations of `space()`. A trial builds
-the candidate's RL base, measures its first seed and every batch seed, and is pruned if that first seed holds fewer
-than PRUNE_BELOW of the 26 rows; otherwise it measures the other seeds. Its value orders trials by rows held first,
-band distance second. Every trial's configuration, rows (each seed's value) and timing are trial attributes.
+A study (TPE sampler) searches the substrate configurations of `space()`, or of that space with some parameters held
+at one value (`STUDIES`: the first study searched everything, the long-grammar study holds `grammar` at 'long'). A
+trial builds the candidate's RL base, measures its first seed and every batch seed, and is pruned if that first seed
+holds fewer than PRUNE_BELOW of the 26 rows; otherwise it measures the other seeds. Its value orders trials by rows
+held first, band distance second. Every trial's configuration, rows (each seed's value) and timing are trial
+attributes.
 
-The record, committed under calibration/: study.db (a consistent SQLite snapshot written after every finished
-trial), trials.csv and trials.json (readable without Optuna), README.md (written from the study), search.log.
-Workers write a git-ignored live copy (.cache/calibration/live.db), restored from the snapshot when missing or behind
-it, so a fresh clone resumes the study. `--storage URL` runs the study on a shared database server instead (several
-machines, each running the same command); then the snapshot is not written during the search, and `record` copies
-the study into study.db. `--scheduler tcp://host:8786` (default: $AGENTRL_DASK_SCHEDULER) measures each trial's
-seeds as jobs on that Dask cluster's workers instead of inside the search's worker process.
+The record of a study, committed in its folder (calibration/ for the first, calibration/long-grammar/ for the second):
+study.db (a consistent SQLite snapshot written after every finished trial), trials.csv and trials.json (readable
+without Optuna), README.md (written from the study), search.log. Workers write a git-ignored live copy (under
+.cache/calibration/), restored from the snapshot when missing or behind it, so a fresh clone resumes the study.
+`--storage URL` runs the study on a shared database server instead (several machines, each running the same
+command); then the snapshot is not written during the search, and `record` copies the study into study.db.
+`--scheduler tcp://host:8786` (default: $AGENTRL_DASK_SCHEDULER) measures each trial's seeds as jobs on that Dask
+cluster's workers instead of inside the search's worker process.
 
-The budget (300 complete trials or 6 hours of search time, summed over sessions) and the freeze rule (`decide`) are
-those of issue 17, fixed before the search started.
+The budget (300 complete trials or 6 hours of search time, summed over sessions) and the freeze rule (`decide`) were
+fixed before the first search started; a study records them (and its own extra rules) when it is created.
 """
 import argparse
 import contextlib
@@ -95,6 +99,34 @@ SPACE = [
 FIRST_TRIALS = ('main', 'c18')  # config.CANDIDATES measured first, in this order, when the study is empty
 
 
+# The studies of the calibration, each with its own record folder. The first searched the whole space; the second
+# holds the long call grammar (the one parameter that puts the RL base's policy tokens per episode inside the book's
+# band) and starts from the first study's twelve best trials. Both share the protocol, objective, pruning rule,
+# budget and freeze rule above; the second's rule for becoming the default was fixed before it started.
+LONG_GRAMMAR_DEFAULT_RULE = (
+    'the trial this study freezes becomes `config.DEFAULT` only if it holds all 26 rows on the search seeds (0-4) and '
+    'at least 24 on the confirmation seeds (5-9), that is, only if the freeze rule confirms it rather than falling '
+    'back; otherwise trial 45 of the first study stays the default and this one is a named candidate.')
+STUDIES = {
+    'first': dict(study=STUDY_NAME, folder='calibration'),
+    'long-grammar': dict(study='tinyagent-calibration-long-grammar', folder='calibration/long-grammar',
+                         fixed=(('grammar', 'long'),), seeded_from='calibration', seeded_count=12,
+                         title='The calibration search on the long call grammar',
+                         default_rule=LONG_GRAMMAR_DEFAULT_RULE),
+}
+
+
+def study_search(name, **fields):
+    """The Search of a named study (STUDIES), its record folder under the repository; `fields` override."""
+    if name not in STUDIES:
+        raise ValueError(f'unknown study {name!r}; the studies are {sorted(STUDIES)}')
+    plan = dict(STUDIES[name])
+    plan['folder'] = str(REPO / plan['folder'])
+    if plan.get('seeded_from'):
+        plan['seeded_from'] = str(REPO / plan['seeded_from'])
+    return Search(**dict(plan, **fields))
+
+
 def _suggest(trial, name, distribution):
     if isinstance(distribution, CategoricalDistribution):
         return trial.suggest_categorical(name, distribution.choices)
@@ -116,6 +148,39 @@ def config_from_params(params):
 def space(trial):
     """The search space: an Optuna trial (or FixedTrial) -> the SubstrateConfig it samples."""
     return config_from_params({name: _suggest(trial, name, distribution) for name, _, distribution in SPACE})
+
+
+def space_with(fixed):
+    """SPACE with each (name, value) of `fixed` narrowed to that one value (a study that does not search it)."""
+    fixed = dict(fixed)
+    unknown = set(fixed) - {name for name, _, _ in SPACE}
+    if unknown:
+        raise ValueError(f'fixed parameters {sorted(unknown)} are not in the search space; it has '
+                         f'{[name for name, _, _ in SPACE]}')
+    narrowed = []
+    for name, path, distribution in SPACE:
+        if name in fixed:
+            value = fixed[name]
+            inside = (value in distribution.choices if isinstance(distribution, CategoricalDistribution)
+                      else distribution.low <= value <= distribution.high)
+            if not inside:
+                raise ValueError(f'{name}={value!r} is outside the search space ({distribution})')
+            distribution = CategoricalDistribution((value,))
+        narrowed.append((name, path, distribution))
+    return narrowed
+
+
+@dataclasses.dataclass(frozen=True)
+class NarrowedSpace:
+    """The search space with some parameters held at one value: a picklable trial -> SubstrateConfig.
+
+    A held parameter is still suggested (with its one choice), so every trial has all of SPACE's parameters and an
+    interrupted trial can be queued again whole."""
+    fixed: tuple = ()  # (parameter name, value) pairs
+
+    def __call__(self, trial):
+        return config_from_params({name: _suggest(trial, name, distribution)
+                                   for name, _, distribution in space_with(self.fixed)})
 
 
 def params_of(config):
@@ -169,13 +234,25 @@ class Search:
     confirmation: object = None  # the seeds of a confirmation (None: the measurement's CONFIRMATION)
     measure: object = 'agentrl.build.calibrate'  # the measurement: a module name, or a picklable object with the
     #                                              same functions (prepare, measure_seed, measure_batch, judge, ...)
-    space: object = None  # trial -> SubstrateConfig, a picklable function (None: space)
+    space: object = None  # trial -> SubstrateConfig, a picklable function (None: SPACE narrowed by `fixed`)
+    fixed: tuple = ()  # (parameter, value) pairs this study holds at one value instead of searching them
+    seeded_from: str = ''  # another study's record folder: its best trials (with `fixed` applied) are queued first
+    seeded_count: int = 0  # ... this many of them, in the freeze rule's order (instead of the named candidates)
+    title: str = 'The calibration search'  # the record README's title
+    default_rule: str = ''  # when this study's frozen trial replaces config.DEFAULT, fixed before the search
     scheduler: str = ''  # a Dask scheduler's address: a trial's seeds are measured on its cluster ('': in the worker)
     commit: bool = False  # commit the record files with git as the study grows ...
     commit_minutes: float = 10.0  # ... at most once per this many minutes during a search, and when it ends
 
     def live_path(self):
-        return Path(self.live) if self.live else Path(self.folder).parent / '.cache' / 'calibration' / 'live.db'
+        if self.live:
+            return Path(self.live)
+        if self.study == STUDY_NAME:
+            return Path(self.folder).parent / '.cache' / 'calibration' / 'live.db'
+        return REPO / '.cache' / 'calibration' / f'{self.study}.db'  # one live copy per study
+
+    def trial_space(self):
+        return self.space or NarrowedSpace(tuple(self.fixed))
 
     def measurement(self):
         return importlib.import_module(self.measure) if isinstance(self.measure, str) else self.measure
@@ -223,7 +300,7 @@ def objective(trial, search, report=None):
     try:
         if report:
             report(trial.number)
-        config = (search.space or space)(trial)  # first: an interrupted trial then has its parameters
+        config = search.trial_space()(trial)  # first: an interrupted trial then has its parameters
         try:
             return measure_trial(trial, search, config, started)
         except optuna.TrialPruned:
@@ -347,10 +424,34 @@ def open_study(search, sampler=None):
                                 sampler=sampler or optuna.samplers.TPESampler(seed=search.seed),
                                 pruner=optuna.pruners.NopPruner())  # the objective prunes, by PRUNE_BELOW
     if not study.get_trials(deepcopy=False):
-        for name in FIRST_TRIALS:
-            study.enqueue_trial(params_of(CANDIDATES[name]), user_attrs={'candidate': name})
+        if search.seeded_from:
+            for number, params in seed_trials(search):
+                study.enqueue_trial(params, user_attrs={'seeded_from': number})
+        else:
+            for name in FIRST_TRIALS:
+                study.enqueue_trial(params_of(CANDIDATES[name]), user_attrs={'candidate': name})
     fix_protocol(study, search)
     return study
+
+
+def seed_trials(search):
+    """The first trials of a study seeded from another: the `seeded_count` best complete trials of the record in
+    `seeded_from` (its trials.json, in the freeze rule's order), each with this study's fixed parameters applied
+    -> [(their trial number there, params here)]."""
+    export = json.loads((Path(search.seeded_from) / 'trials.json').read_text())
+    complete = sorted((r for r in export['trials'] if r['state'] == 'COMPLETE' and r.get('rows_held') is not None),
+                      key=_rank)
+    if len(complete) < search.seeded_count:
+        raise ValueError(f'{search.seeded_from} has {len(complete)} complete trials; {search.seeded_count} are asked for')
+    seeded, seen = [], set()
+    for record in complete[:search.seeded_count]:
+        params = dict(record['params'], **dict(search.fixed))
+        config_from_params(params)  # refused here if the parameters no longer make a configuration
+        key = json.dumps(params, sort_keys=True)
+        if key not in seen:  # two trials that differed only in a fixed parameter are one trial here
+            seen.add(key)
+            seeded.append((record['number'], params))
+    return seeded
 
 
 def worker_sampler(search, session, worker):
@@ -391,7 +492,7 @@ def requeue_interrupted(study):
         params = trial.params if len(trial.params) == len(SPACE) else trial.system_attrs.get('fixed_params', {})
         if (trial.state == TrialState.FAIL and 'error' not in attrs and len(params) == len(SPACE)
                 and trial.number not in done and attrs.get('attempt', 1) < MAX_ATTEMPTS):
-            carried = {key: attrs[key] for key in ('candidate',) if key in attrs}
+            carried = {key: attrs[key] for key in ('candidate', 'seeded_from') if key in attrs}
             study.enqueue_trial(params, user_attrs=dict(carried, requeued_from=trial.number,
                                                         attempt=attrs.get('attempt', 1) + 1))
             queued.append(trial.number)
@@ -404,6 +505,14 @@ def fix_protocol(study, search):
     fixed = dict(protocol=plain(protocol), confirmation_protocol=plain(confirmation), prune_below=PRUNE_BELOW,
                  confirm_rows=CONFIRM_ROWS, fallback_candidates=FALLBACK_CANDIDATES,
                  budget=dict(trials=search.budget_trials, seconds=search.budget_seconds))
+    if search.fixed:  # a later study's extra rules (the first study recorded only the ones above)
+        fixed['fixed_params'] = dict(search.fixed)
+    if search.seeded_from:
+        fixed['seeded_from'] = dict(folder=str(Path(search.seeded_from).resolve().relative_to(REPO))
+                                    if Path(search.seeded_from).resolve().is_relative_to(REPO)
+                                    else str(search.seeded_from), count=search.seeded_count)
+    if search.default_rule:
+        fixed['default_rule'] = search.default_rule
     for key, value in fixed.items():
         if key not in study.user_attrs:
             study.set_user_attr(key, value)
@@ -430,7 +539,8 @@ def records(study):
             seeds=user.get('seeds'), rows=user.get('rows'), config=user.get('config'),
             config_key=user.get('config_key'), protocol=user.get('protocol'), candidate=user.get('candidate'),
             requeued_from=user.get('requeued_from'), error=user.get('error'),
-            confirmation=attrs.get(f'confirmation:{trial.number}'))))
+            confirmation=attrs.get(f'confirmation:{trial.number}'),
+            **({'seeded_from': user['seeded_from']} if 'seeded_from' in user else {}))))
     return out
 
 
@@ -458,6 +568,8 @@ class Decision:
     reason: str
     confirm: tuple = ()  # trial numbers to measure on the confirmation seeds
     frozen: int = None  # the trial frozen
+    confirmed: bool = False  # frozen by (a), all rows on the search seeds and enough on the confirmation seeds; not
+    #                          by the fallback (b)
 
 
 def _rank(record):
@@ -489,7 +601,8 @@ def decide(recs, exhausted):
     if confirmed:
         best = min(confirmed, key=_confirmed_rank)
         return Decision('freeze', f'{_held(best)} holds all {ALL_ROWS} rows on the search seeds and at least '
-                                  f'{CONFIRM_ROWS} on the confirmation seeds: it is frozen', frozen=best['number'])
+                                  f'{CONFIRM_ROWS} on the confirmation seeds: it is frozen', frozen=best['number'],
+                        confirmed=True)
     unmeasured = tuple(r['number'] for r in full if not r.get('confirmation'))
     if unmeasured:
         return Decision('confirm', f'{", ".join(map(_held, full))} hold all {ALL_ROWS} rows on the search seeds: '
@@ -607,7 +720,7 @@ def readme(study, search, recs, decision):
     protocol, confirmation = attrs.get('protocol') or {}, attrs.get('confirmation_protocol') or {}
     complete = sorted((r for r in recs if r['state'] == 'COMPLETE' and r['rows_held'] is not None),
                       key=lambda r: r['number'])
-    out = [f'# The calibration search (issue 17)', '',
+    out = [f'# {search.title}', '',
            f'Written by `python -m agentrl.build.search` from the Optuna study `{study.study_name}` in `study.db` '
            '(do not edit by hand). `trials.csv` has one line per trial, `trials.json` everything (every row of '
            'every trial on every seed), `search.log` what each session did.', '',
@@ -621,7 +734,10 @@ def readme(study, search, recs, decision):
     if decision.action == 'freeze':
         frozen = next(r for r in recs if r['number'] == decision.frozen)
         config = SubstrateConfig.from_description(frozen['config'])
-        out += [f'The frozen configuration (`config.DEFAULT`), trial {frozen["number"]}:', '', '```python',
+        role = '`config.DEFAULT`' if not search.default_rule else (
+            'it becomes `config.DEFAULT` by the default rule below' if decision.confirmed else
+            'by the default rule below it is a named candidate, not `config.DEFAULT`')
+        out += [f'The frozen configuration ({role}), trial {frozen["number"]}:', '', '```python',
                 expression(config), '```', '',
                 f'On the search seeds (what `make calibrate` prints for it):', '',
                 rows_table(frozen['rows'], frozen['seeds'], (frozen['protocol'] or {}).get('batch_seeds')), '',
@@ -647,8 +763,8 @@ def readme(study, search, recs, decision):
     for r in sorted(complete, key=_rank)[:10]:
         c = r.get('confirmation')
         confirmed = f'{c["rows_held"]} | {c["band_distance"]:.3f}' if c else '- | -'
-        out.append(f'| {r["number"]} | {r["rows_held"]} | {r["band_distance"]:.3f} | {confirmed} | '
-                   f'{r["candidate"] or ""} |')
+        origin = r['candidate'] or (f'trial {r["seeded_from"]} there' if r.get('seeded_from') is not None else '')
+        out.append(f'| {r["number"]} | {r["rows_held"]} | {r["band_distance"]:.3f} | {confirmed} | {origin} |')
     if not complete:
         out.append('| - | - | - | - | - | - |')
     if complete:
@@ -675,7 +791,10 @@ def readme(study, search, recs, decision):
             'most rows held on the search seeds (ties: the smaller band distance) are measured on the confirmation '
             'seeds, and the one holding the most rows there (same tie rule) is frozen.',
             '- The search space: ' + ', '.join(f'`{name}` {_space_text(distribution)}' for name, _, distribution in SPACE)
-            + '. The first two trials are the named candidates `main` and `c18` (`agentrl/substrate/config.py`).', '',
+            + '.' + first_trials_text(search, attrs)]
+    if search.default_rule:
+        out += [f'- The default rule: {search.default_rule}']
+    out += ['',
             '## Running it', '',
             '- `make calibrate-search` continues the study in 2 processes until the budget is used or the freeze rule '
             'has something to confirm (`make calibrate-search SEARCH_ARGS="--minutes 50"` stops after 50 minutes; '
@@ -697,6 +816,20 @@ def readme(study, search, recs, decision):
             '```bash', 'python -m agentrl.build.search record --storage postgresql://user@host/db',
             'python -m agentrl.build.search confirm --storage postgresql://user@host/db', '```', '']
     return '\n'.join(out)
+
+
+def first_trials_text(search, attrs):
+    """The protocol's sentence on the study's first trials (and on the parameters it holds fixed)."""
+    text = ''
+    if search.fixed:
+        text += (' This study holds ' + ', '.join(f'`{name}` at {value!r}' for name, value in search.fixed)
+                 + ' and searches the rest.')
+    seeded = attrs.get('seeded_from')
+    if seeded:
+        return text + (f' Its first trials are the {seeded["count"]} best complete trials of the study in '
+                       f'`{seeded["folder"]}` (in the freeze rule\'s order) with only those parameters changed, '
+                       'queued with `enqueue_trial`; then TPE goes on from them.')
+    return text + ' The first two trials are the named candidates `main` and `c18` (`agentrl/substrate/config.py`).'
 
 
 def _count(n, word):
@@ -1117,6 +1250,28 @@ def _confirm(search):
     return 0
 
 
+def run_init(search):
+    """Create the study and fix its rules in its record before any trial runs: its protocol, budget, freeze rule,
+    fixed parameters, first trials (queued) and default rule; with search.commit, commit that record alone."""
+    with exclusive(search) as free:
+        if not free:
+            return 1
+        study = open_study(search)
+        recs = records(study)
+        started = [r['number'] for r in recs if r['state'] != 'WAITING']
+        if started:
+            print(f'the study {search.study!r} has run trials already ({len(started)}): its rules were fixed when it '
+                  'was created', flush=True)
+            return 1
+        log(search, f'study {search.study!r} created: its rules are fixed and {len(recs)} first trials queued '
+                    '(nothing measured yet)')
+        write_record(study, search, commit_it=False)
+        if search.commit:
+            commit(search.folder, f'{search.title}: the study created and its rules fixed before any trial '
+                                  f'({len(recs)} first trials queued)')
+    return 0
+
+
 def run_record(search):
     """Rewrite the record from the study (with --storage, study.db becomes a copy of the server's study)."""
     study = open_study(search)
@@ -1133,8 +1288,10 @@ def run_record(search):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('command', nargs='?', default='search', choices=('search', 'confirm', 'record'))
-    parser.add_argument('--folder', default=Search.folder, help='the record folder (default calibration/)')
+    parser.add_argument('command', nargs='?', default='search', choices=('init', 'search', 'confirm', 'record'))
+    parser.add_argument('--study', default='first', choices=sorted(STUDIES),
+                        help='which study (default first: calibration/; long-grammar: calibration/long-grammar/)')
+    parser.add_argument('--folder', default='', help="the record folder (default: the study's)")
     parser.add_argument('--storage', default='', help='a shared database URL, e.g. postgresql://user@host/db')
     parser.add_argument('--minutes', type=float, default=0.0, help='session limit (running trials are cut)')
     parser.add_argument('--trials', type=int, default=0, help='stop after this many finished trials')
@@ -1152,10 +1309,11 @@ def main(argv=None):
         except ValueError as error:
             parser.error(str(error))
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    search = Search(folder=args.folder, storage=args.storage, minutes=args.minutes, trials=args.trials,
-                    processes=args.processes, commit=args.commit, commit_minutes=args.commit_minutes,
-                    scheduler=args.scheduler)
-    return {'search': run_search, 'confirm': run_confirm, 'record': run_record}[args.command](search)
+    search = study_search(args.study, storage=args.storage, minutes=args.minutes, trials=args.trials,
+                          processes=args.processes, commit=args.commit, commit_minutes=args.commit_minutes,
+                          scheduler=args.scheduler, **({'folder': args.folder} if args.folder else {}))
+    commands = {'init': run_init, 'search': run_search, 'confirm': run_confirm, 'record': run_record}
+    return commands[args.command](search)
 
 
 if __name__ == '__main__':
