@@ -17,14 +17,16 @@ class Explanation:
     premise: str  # the measured fact the reading rests on, in words
     check: object  # the runs of one seed -> (premise true: bool, what was measured: str)
     text: str  # the reading, given the premise
+    about_substrate: bool = True  # the premise is a property of the substrate (its RL base, its reward), not of the
+    #                               loss's mathematics: a substrate where the claim flips tests it
 
 
 EXPLANATIONS = {}  # claim key -> Explanation; filled below
 
 
-def _add(key, premise, check, text):
+def _add(key, premise, check, text, about_substrate=True):
     by_key(key)  # a typo in a key fails at import, not silently at render time
-    EXPLANATIONS[key] = Explanation(key, premise, check, text)
+    EXPLANATIONS[key] = Explanation(key, premise, check, text, about_substrate)
 
 
 def _sheds_rare_tokens(runs):
@@ -119,7 +121,7 @@ _add('estimators-agree', 'the plain-k3 run ends with more entropy than the k3+ r
      '(1 - π_ref/π)·∇log π per sampled token, whose expectation under π is -E_ref[∇log π], the gradient of the '
      'forward KL(π_ref ‖ π) (notebook 03); k3+ is built to give the reverse KL\'s. The forward KL pulls probability '
      'back onto tokens the reference favours and the policy has dropped, so the k3 run keeps more entropy, here by '
-     'more than the 0.05 nats the chapter\'s reading allows.')
+     'more than the 0.05 nats the chapter\'s reading allows.', about_substrate=False)
 
 
 def _strong_kl_stalls(runs):

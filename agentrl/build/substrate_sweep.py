@@ -1,0 +1,231 @@
+"""The chapter's claims on several substrates (make substrate-sweep): every run the claims read, on seeds 0-4, on each
+substrate, trained on a Dask cluster; what the claims read of each run is committed in results/substrate_sweep.json.
+
+    python -m agentrl.build.substrate_sweep [--substrates t45 t74 ...] [--seeds 0 1 2 3 4] [--scheduler tcp://...]
+    python -m agentrl.build.substrate_sweep --check     the record against the runs in this machine's run cache
+
+The substrates: the frozen default (trial 45 of the first calibration study), the four other short-grammar trials
+its fallback measured on the confirmation seeds (74, 70, 26, 66), and the long-grammar study's frozen trial once
+that study has frozen one. Their configurations are read from the studies' committed records, never copied here.
+
+Without a scheduler address (--scheduler or $AGENTRL_DASK_SCHEDULER) the sweep starts a Dask LocalCluster on this
+machine: 2 worker processes of 1 thread each, on 127.0.0.1, without a dashboard. The runs are cached like every other
+run (agentrl.ch10.experiments); a substrate swept again replaces its entry in the record, the others are kept.
+`make` never runs this; notebook 11 renders from the committed record.
+"""
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from agentrl import executors
+from agentrl.atomic import atomic_output
+from agentrl.ch10 import across, experiments
+from agentrl.fingerprint import code_fingerprint
+from agentrl.paths import REPO, results_dir
+from agentrl.substrate.config import DEFAULT, SubstrateConfig, use
+
+RECORD = 'substrate_sweep'  # results/substrate_sweep.json
+SEEDS = (0, 1, 2, 3, 4)
+FIRST_STUDY, LONG_STUDY = 'calibration', 'calibration/long-grammar'  # the studies' record folders
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Where a substrate's configuration comes from: a study's record folder and its frozen trial or a trial number."""
+    name: str  # how the sweep, the record and the notebook call it
+    study: str  # the study's record folder, relative to the repository
+    trial: object  # a trial number, or 'frozen' (the trial the study's freeze rule froze)
+    label: str  # the substrate in prose
+
+
+SOURCES = (
+    Source('t45', FIRST_STUDY, 'frozen', 'trial 45 (short calls; the default)'),
+    Source('long', LONG_STUDY, 'frozen', "the long-grammar study's frozen trial"),
+    Source('t74', FIRST_STUDY, 74, 'trial 74 (short calls)'),
+    Source('t70', FIRST_STUDY, 70, 'trial 70 (short calls)'),
+    Source('t26', FIRST_STUDY, 26, 'trial 26 (short calls)'),
+    Source('t66', FIRST_STUDY, 66, 'trial 66 (short calls)'),
+)
+BY_NAME = {source.name: source for source in SOURCES}
+
+
+def source(name):
+    if name not in BY_NAME:
+        raise ValueError(f'unknown substrate {name!r}; the sweep knows {", ".join(BY_NAME)}')
+    return BY_NAME[name]
+
+
+def substrate_config(name, repo=REPO):
+    """(SubstrateConfig, trial number) of a named substrate, read from its study's committed trials.json; LookupError
+    if that study has not frozen a trial yet (for 'frozen') or has no such complete trial."""
+    from agentrl.build import search  # the freeze rule, read from the export without Optuna
+
+    where = source(name)
+    decision, recs = search.decision_from_export(json.loads((Path(repo) / where.study / 'trials.json').read_text()))
+    number = where.trial
+    if number == 'frozen':
+        if decision.action != 'freeze':
+            raise LookupError(f'the study in {where.study}/ has frozen no trial yet ({decision.reason})')
+        number = decision.frozen
+    record = next((r for r in recs if r['number'] == number and r['state'] == 'COMPLETE'), None)
+    if record is None:
+        raise LookupError(f'the study in {where.study}/ has no complete trial {number}')
+    return SubstrateConfig.from_description(record['config']), number
+
+
+def available(repo=REPO):
+    """{name: (config, trial) or the reason it is not available} for every known substrate, in SOURCES order."""
+    out = {}
+    for where in SOURCES:
+        try:
+            out[where.name] = substrate_config(where.name, repo)
+        except LookupError as why:
+            out[where.name] = str(why)
+    return out
+
+
+def record_path():
+    return results_dir() / f'{RECORD}.json'
+
+
+def load_record(path=None):
+    """The committed sweep record, or an empty one (no substrate swept yet)."""
+    path = Path(path or record_path())
+    return json.loads(path.read_text()) if path.is_file() else dict(substrates={}, sessions=[])
+
+
+def write_record(record, path=None):
+    path = Path(path or record_path())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_output(path, suffix='.json') as tmp:
+        tmp.write_text(json.dumps(record, sort_keys=True, indent=1, allow_nan=False) + '\n')
+
+
+def build_base(description):
+    """A worker's job: build (or load) the RL base of a substrate into this machine's cache -> its cache key."""
+    config = SubstrateConfig.from_description(description)
+    with use(config):
+        experiments.substrate()  # tokenizer, tasks and RL base, built once and saved to the cache
+    return config.key()
+
+
+def sweep_substrate(name, seeds, executor, repo=REPO, specs_of=across.seed_specs):
+    """Every claim run of one substrate on `seeds`, trained through `executor` (loaded where cached) -> its entry.
+    specs_of(seeds): the runs, named '<claim name> | seed <s>' (tests pass smaller ones)."""
+    config, trial = substrate_config(name, repo)
+    started = time.perf_counter()
+    with use(config):
+        specs = specs_of(seeds)
+        runs = experiments.run_all(specs, executor=executor)
+        keys = {spec.name: experiments.run_path(spec).stem for spec in specs}
+    return dict(name=name, study=source(name).study, trial=trial, label=source(name).label,
+                config=config.describe(), config_key=config.key(), is_default=config == DEFAULT,
+                code=code_fingerprint(), seeds=list(seeds), seconds=time.perf_counter() - started,
+                runs={str(seed): {claim_name: dict(across.run_summary(run), run=keys[f'{claim_name} | seed {seed}'])
+                                  for claim_name, run in across.runs_of_seed(runs, seed).items()}
+                      for seed in seeds})
+
+
+@contextlib.contextmanager
+def cluster_executor(scheduler, workers=2):
+    """An executor on the Dask cluster at `scheduler`, or on a LocalCluster started here (`workers` processes of one
+    thread, 127.0.0.1, no dashboard), or with workers 0 none (in this process) -> (executor, where it runs)."""
+    if not scheduler and not workers:
+        yield None, dict(scheduler='this process', workers=0)
+        return
+    if scheduler:
+        with executors.dask_client(scheduler) as client:
+            yield client.get_executor(pure=False), dict(scheduler=scheduler, workers=len(client.nthreads()))
+        return
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host='127.0.0.1',
+                      dashboard_address=None) as cluster, Client(cluster, set_as_default=False) as client:
+        yield client.get_executor(pure=False), dict(scheduler='LocalCluster on this machine', workers=workers)
+
+
+def run_sweep(names, seeds, scheduler='', path=None, repo=REPO, workers=2, say=print, specs_of=across.seed_specs):
+    """Sweep the named substrates on the cluster and merge their entries into the record -> the record."""
+    chosen = {name: substrate_config(name, repo)[0] for name in names}  # every name checked before anything runs
+    record = load_record(path)
+    began = time.perf_counter()
+    with cluster_executor(scheduler, workers) as (executor, where):
+        if executor is not None and not scheduler:  # workers sharing this machine's cache build the bases at once
+            for key in executor.map(build_base, [config.describe() for config in chosen.values()]):
+                say(f'RL base {key[:12]} ready')
+        for name in names:
+            entry = sweep_substrate(name, seeds, executor, repo, specs_of)
+            record['substrates'][name] = entry
+            write_record(record, path)  # after each substrate: a stop keeps the finished ones
+            say(f'{name}: {sum(len(runs) for runs in entry["runs"].values())} runs on seeds '
+                f'{", ".join(map(str, seeds))} in {entry["seconds"] / 60:.1f} min')
+    record['sessions'].append(dict(date=datetime.date.today().isoformat(), substrates=list(names), seeds=list(seeds),
+                                   seconds=time.perf_counter() - began, cpus=os.cpu_count(),
+                                   machine=platform.machine(), **where))
+    write_record(record, path)
+    return record
+
+
+def check_record(record, claim_specs=across.claim_specs):
+    """Each committed run summary against the run of the same provenance in this machine's run cache -> the list of
+    (substrate, seed, name, problem); a run missing from the cache is a problem too."""
+    problems = []
+    for name, entry in record['substrates'].items():
+        config = SubstrateConfig.from_description(entry['config'])
+        with use(config):
+            for seed in entry['seeds']:
+                specs = claim_specs(seed)
+                for claim_name, stored in entry['runs'][str(seed)].items():
+                    spec = specs[claim_name]
+                    if experiments.run_path(spec).stem != stored['run']:
+                        problems.append((name, seed, claim_name, 'another provenance (code, base or kernels)'))
+                        continue
+                    run = experiments.load_run(spec)
+                    if run is None:
+                        problems.append((name, seed, claim_name, 'not in the run cache'))
+                    elif dict(across.run_summary(run), run=stored['run']) != stored:
+                        problems.append((name, seed, claim_name, 'the saved run differs from the record'))
+    return problems
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--substrates', nargs='+', default=None,
+                        help=f'which substrates (default: every available one of {", ".join(BY_NAME)})')
+    parser.add_argument('--seeds', nargs='+', type=int, default=list(SEEDS))
+    parser.add_argument('--scheduler', default=executors.scheduler_address() or '',
+                        help=f'a Dask scheduler address (default: ${executors.SCHEDULER_VARIABLE}, else a '
+                             'LocalCluster started here)')
+    parser.add_argument('--check', action='store_true', help='compare the record with the runs in the run cache')
+    args = parser.parse_args(argv)
+    if args.check:
+        problems = check_record(load_record())
+        for problem in problems:
+            print(' | '.join(map(str, problem)))
+        print(f'{len(problems)} problems' if problems else 'every recorded run matches the run cache')
+        return 1 if problems else 0
+    if args.scheduler:
+        try:
+            executors.check_scheduler_address(args.scheduler)
+        except ValueError as error:
+            parser.error(str(error))
+    found = available()
+    names = args.substrates or [name for name, value in found.items() if not isinstance(value, str)]
+    for name in names:
+        if name not in found:
+            parser.error(f'unknown substrate {name!r}; the sweep knows {", ".join(found)}')
+        if isinstance(found[name], str):
+            parser.error(f'substrate {name!r} is not available: {found[name]}')
+    run_sweep(names, args.seeds, args.scheduler)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
