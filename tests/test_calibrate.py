@@ -102,3 +102,14 @@ def test_a_step_without_learning_signal_counts_as_clipping_nothing():
         del seed['run40'][step]['clip_frac']
     clip = next(r for r in calibrate.judge([seed], [push()]) if 'clipped over the run' in r.quantity)
     assert clip.mean == pytest.approx(0.0013 * 38 / 40)
+
+
+def test_a_calibration_can_be_measured_on_seeds_no_notebook_uses_and_refuses_bad_seed_lists():
+    protocol = calibrate.chosen_protocol('search', [10, 11, 12], list(range(20, 30)))
+    assert protocol.seeds == (10, 11, 12) and protocol.batch_seeds == tuple(range(20, 30))
+    assert protocol.short_steps == calibrate.SEARCH.short_steps and protocol.long_steps == calibrate.SEARCH.long_steps
+    assert calibrate.chosen_protocol('confirmation') == calibrate.CONFIRMATION
+    assert calibrate.chosen_protocol('confirmation', batch_seeds=[3]).seeds == calibrate.CONFIRMATION.seeds
+    for bad in ([1, 1], [], [-1]):
+        with pytest.raises(ValueError, match='--seeds needs distinct seeds >= 0'):
+            calibrate.chosen_protocol('search', bad)

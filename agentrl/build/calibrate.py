@@ -253,7 +253,10 @@ def band_text(spec):
 
 def print_table(rows, protocol):
     """The table in issue 11's layout: quantity, book, band, ours (mean, then each seed), holds."""
-    seeds, batch_seeds = ', '.join(map(str, protocol.seeds)), f'{protocol.batch_seeds[0]}-{protocol.batch_seeds[-1]}'
+    batch = list(protocol.batch_seeds)
+    contiguous = len(batch) > 2 and batch == list(range(batch[0], batch[0] + len(batch)))
+    seeds = ', '.join(map(str, protocol.seeds))
+    batch_seeds = f'{batch[0]}-{batch[-1]}' if contiguous else ', '.join(map(str, batch))
     print(f'| quantity | book | band (mean over seeds {seeds}; 10.6 batch rows over batch seeds {batch_seeds}) '
           '| ours: mean (per seed) | holds |')
     print('|---|---|---|---|---|')
@@ -295,12 +298,30 @@ def chosen_config(candidate, config_json):
     return DEFAULT
 
 
+def chosen_protocol(name, seeds=None, batch_seeds=None):
+    """The protocol named ('search' or 'confirmation'), with its seeds or batch seeds replaced where given."""
+    protocol = SEARCH if name == 'search' else CONFIRMATION
+    for field, values in (('seeds', seeds), ('batch_seeds', batch_seeds)):
+        if values is None:
+            continue
+        if not values or len(set(values)) != len(values) or min(values) < 0:
+            raise ValueError(f'--{field.replace("_", "-")} needs distinct seeds >= 0, got {values}')
+        protocol = dataclasses.replace(protocol, **{field: tuple(values)})
+    return protocol
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--candidate', help=f'a named configuration: {", ".join(sorted(CANDIDATES))}')
     parser.add_argument('--config', help='a SubstrateConfig description as JSON (SubstrateConfig.describe())')
+    parser.add_argument('--substrate', help='a substrate of the calibration studies\' records: t45 (the default), '
+                        'long (the long-grammar study\'s frozen trial), t74, t70, t26, t66')
     parser.add_argument('--protocol', choices=('search', 'confirmation'), default='search',
                         help='seeds 0-4 and batch seeds 0-9 (search) or seeds 5-9 and batch seeds 10-19')
+    parser.add_argument('--seeds', nargs='+', type=int, help='other GRPO seeds instead of the protocol\'s (e.g. '
+                        'seeds no notebook uses, 10 11 12 13 14)')
+    parser.add_argument('--batch-seeds', nargs='+', type=int, help='other batch seeds of the 10.6 rows instead of '
+                        'the protocol\'s')
     parser.add_argument('--processes', type=int, default=2)
     parser.add_argument('--scheduler', default=executors.scheduler_address(),
                         help=f'a Dask scheduler address (tcp://host:8786) to measure on its cluster instead of local '
@@ -308,12 +329,21 @@ def main(argv=None):
     parser.add_argument('--json', help='also write the raw measurements here')
     args = parser.parse_args(argv)
     try:
-        config = chosen_config(args.candidate, args.config)
+        if args.substrate:
+            if args.candidate or args.config:
+                raise ValueError('give one of --substrate, --candidate and --config')
+            from agentrl.build.substrate_sweep import substrate_config
+            try:
+                config = substrate_config(args.substrate)[0]
+            except LookupError as missing:
+                raise ValueError(f'--substrate {args.substrate}: {missing}') from missing
+        else:
+            config = chosen_config(args.candidate, args.config)
         if args.scheduler:  # refused now, not after the RL base is built
             executors.check_scheduler_address(args.scheduler)
+        protocol = chosen_protocol(args.protocol, args.seeds, args.batch_seeds)
     except ValueError as error:
         parser.error(str(error))
-    protocol = SEARCH if args.protocol == 'search' else CONFIRMATION
     try:
         with stopping.raise_on_signals():
             seeds, batches = measure(config, protocol, args.processes, scheduler=args.scheduler)
