@@ -108,6 +108,14 @@ calibrate-confirm: $(SETUP)
 calibrate-record: $(SETUP)
 	$(PY) -m agentrl.build.search record $(SEARCH_ARGS)
 
+# The chapter's claims on six substrates (agentrl/build/substrate_sweep.py): every claim run on seeds 0-4 on each
+# available substrate, on a Dask cluster ($AGENTRL_DASK_SCHEDULER, else a LocalCluster of 2 workers started here),
+# recorded in results/substrate_sweep.json, which notebook 11 renders. Not part of `make`. SWEEP_ARGS passes options,
+# e.g. SWEEP_ARGS="--substrates t74 t70" or SWEEP_ARGS=--check (the record against the run cache).
+.PHONY: substrate-sweep
+substrate-sweep: $(SETUP)
+	$(PY) -m agentrl.build.substrate_sweep $(SWEEP_ARGS)
+
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--builds 5" for a median of five RL-base builds.
 bench: $(SETUP)
 	$(PY) -m agentrl.build.bench $(BENCH_ARGS)

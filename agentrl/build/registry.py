@@ -47,6 +47,7 @@ BEYOND = (
      ('fraction_sweep', 'adaptive_kl', 'seed_table', 'seed_claims', 'scale_recheck', 'entropy_law',
       'covariance_mechanism')),
     ('10_exercises', 'The exercises', ('exercise_1', 'exercise_2', 'exercise_4', 'exercise_3')),
+    ('11_substrates', "The chapter's claims on six substrates", ('substrates',)),
 )
 
 # Structured results besides the printed blocks. Claim verdicts (agentrl.ch10.claims.verdicts: a list of dicts)
@@ -74,6 +75,7 @@ PARAMETERS = {
     '08_design_questions': {'seed': 0, 'processes': 2},
     '09_seeds': {'seed': 0, 'seeds': [0, 1, 2, 3, 4], 'processes': 2},
     '10_exercises': {'seed': 0, 'processes': 2},
+    '11_substrates': {'seed': 0},
 }
 
 

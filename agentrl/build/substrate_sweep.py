@@ -80,6 +80,26 @@ def substrate_config(name, repo=REPO):
     return SubstrateConfig.from_description(record['config']), number
 
 
+FACT_ROWS = {'tokens': 'policy tokens per episode (RL base)', 'entropy': 'RL base: policy-token entropy'}
+
+
+def substrate_facts(name, repo=REPO):
+    """What the calibration record says of a substrate: its trial, call grammar, rows held on the search and the
+    confirmation seeds (None if never confirmed), and the RL base's policy tokens per episode and policy-token
+    entropy (means over the search seeds)."""
+    from agentrl.build import search
+
+    config, trial = substrate_config(name, repo)
+    where = source(name)
+    _, recs = search.decision_from_export(json.loads((Path(repo) / where.study / 'trials.json').read_text()))
+    record = next(r for r in recs if r['number'] == trial)
+    means = {row['quantity']: row['mean'] for row in record['rows']}
+    confirmation = record.get('confirmation')
+    return dict(name=name, label=where.label, study=where.study, trial=trial, grammar=config.grammar,
+                rows_held=record['rows_held'], confirmation_rows_held=confirmation['rows_held'] if confirmation else None,
+                **{key: means[quantity] for key, quantity in FACT_ROWS.items()})
+
+
 def available(repo=REPO):
     """{name: (config, trial) or the reason it is not available} for every known substrate, in SOURCES order."""
     out = {}

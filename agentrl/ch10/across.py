@@ -130,3 +130,21 @@ def premise_sentence(found, substrate_names):
                 f'both are settled ({named(found["agree"])}) the premise is as the reading needs.')
     return (f'Yes: on every substrate where both are settled ({named(found["agree"])}) the premise holds where the '
             'claim fails and fails where it holds.')
+
+
+def cell_text(cell):
+    """One substrate's cell of the claim table: seeds held, then the verdict in one letter."""
+    letter = {claims.HOLDS: 'holds', claims.DOES_NOT_HOLD: 'no', claims.SEED_DEPENDENT: 'seed'}[cell['verdict']]
+    return f'{cell["held_on"]}/{cell["seeds"]} {letter}'
+
+
+def claim_table_markdown(rows, headers):
+    """The claim table as Markdown: one row per claim, one column per substrate (headers: {substrate: heading}),
+    then its label."""
+    names = list(headers)
+    lines = ['| claim | kind | ' + ' | '.join(headers[n] for n in names) + ' | across substrates |',
+             '|---|---|' + '---|' * len(names) + '---|']
+    for row in rows:
+        lines.append(f'| {row["text"]} | {row["kind"]} | ' + ' | '.join(cell_text(row['cells'][n]) for n in names)
+                     + f' | **{row["label"]}** |')
+    return '\n'.join(lines)
