@@ -476,3 +476,40 @@ def test_the_substrate_lines_name_the_frozen_trial_and_the_rows_it_misses_on_eac
                          'book 0.3)', '  - missed on the unseen seeds 5, 6: row 2 0.90 (band 0.10-0.50, book 0.3)']
     export['attrs']['budget']['trials'] = 300
     assert substrate_lines(export)[0].startswith('- **The TinyAgent substrate** is not frozen yet')
+
+
+def test_the_long_grammar_line_says_whether_its_study_froze_a_trial_and_what_the_default_rule_decided():
+    from agentrl.build.report import long_study_lines
+
+    def trial(number, held, confirmed):
+        rows = [dict(quantity=f'row {i}', holds=i < held) for i in range(26)]
+        return dict(number=number, state='COMPLETE', rows_held=held, band_distance=0.0, seeds=[0, 1, 2, 3, 4],
+                    rows=rows, confirmation=dict(rows_held=confirmed, band_distance=0.0, seeds=[5, 6, 7, 8, 9]))
+    export = dict(attrs=dict(budget=dict(trials=300, seconds=60), search_seconds=0.0), trials=[trial(7, 25, 24)])
+    assert 'is not frozen yet: no candidate confirmed' in long_study_lines(export)[0]
+    export['attrs']['search_seconds'] = 61.0  # the budget is used: the fallback freezes trial 7
+    line = long_study_lines(export)[0]
+    assert 'trial 7 of the second study' in line and 'holds 25 of 26 rows on seeds 0-4 and 24 on the unseen' in line
+    assert 'stays a named candidate and trial 45 stays the default' in line
+    export['trials'] = [trial(9, 26, 24)]  # all rows, and 24 on the unseen seeds: confirmed, so it is the default
+    assert 'it replaces trial 45 as `config.DEFAULT`' in long_study_lines(export)[0]
+
+
+def test_the_across_substrate_lines_set_the_two_frozen_substrates_side_by_side():
+    from agentrl.build.report import across_lines
+
+    def row(key, t45, long, label):
+        cells = dict(t45=dict(verdict=t45, held_on=5, seeds=5), long=dict(verdict=long, held_on=0, seeds=5))
+        return dict(key=key, kind='mechanism', text=f'claim {key}', cells=cells, label=label)
+    facts = [dict(name='t45', trial=45, grammar='short'), dict(name='long', trial=12, grammar='long')]
+    recorded = FakeRecorded({'11_substrates': dict(claim_table=[row('a', 'holds', 'holds', 'robust'),
+                                                                row('b', 'holds', 'does not hold',
+                                                                    'substrate-dependent')],
+                                                   substrate_facts=facts)})
+    lines = across_lines(recorded)
+    assert 'on 2 substrates** (notebook 11; trial 45, trial 12 with long calls' in lines[0]
+    assert '1 are robust' in lines[0] and '1 substrate-dependent and 0 seed-dependent' in lines[0]
+    assert lines[1] == ('  - trial 45 and the long-grammar substrate (trial 12) side by side: 1 of 2 claims get the '
+                        'same verdict on both; they differ on claim b (holds on trial 45, does not hold on trial 12).')
+    assert across_lines(FakeRecorded({})) == [
+        '- **The same claims on other substrates** (notebook 11): not swept yet (`make substrate-sweep`).']

@@ -61,6 +61,9 @@ SEED_SUMMARY_KEY = 'seed_summary'
 SEED_VERDICTS_KEY = 'seed_verdicts'
 SCALE_VERDICTS_KEY = 'scale_verdicts'
 EXPLANATIONS_KEY = 'explanations'  # notebook 09: agentrl.ch10.explanations.explain dicts, one per claim not holding
+ACROSS_NOTEBOOK = '11_substrates'  # the claims judged on several substrates (agentrl.ch10.across)
+CLAIM_TABLE_KEY = 'claim_table'  # notebook 11: agentrl.ch10.across.claim_table rows
+SUBSTRATE_FACTS_KEY = 'substrate_facts'  # notebook 11: agentrl.build.substrate_sweep.substrate_facts dicts
 
 # Each notebook's parameters as its committed `parameters` cell assigns them, in order (tests/test_side_runs.py
 # keeps the two equal). A run with any other value is a side run (agentrl.build.side_runs): it writes aside.

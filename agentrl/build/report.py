@@ -14,6 +14,7 @@ from pathlib import Path
 from agentrl import results
 from agentrl.atomic import atomic_output
 from agentrl.build import registry, search, verdict_shift
+from agentrl.ch10 import across as across_claims
 from agentrl.ch10.claims import (AT_SCALE, DOES_NOT_HOLD, HOLDS, MECHANISM, OBSERVATION, SEED_DEPENDENT, seed_rule_text,
                                  tally, verdict_line)
 from agentrl.ch10.explanations import explanation_lines
@@ -192,6 +193,51 @@ def substrate_lines(export):
     return lines
 
 
+def long_study_lines(export):
+    """The README's line on the long-grammar calibration study, from its trials.json (parsed): not frozen yet, or
+    the trial it froze, the rows it holds, and what the default rule fixed before that search decided."""
+    decision, recs = search.decision_from_export(export)
+    where = '`calibration/long-grammar/README.md`'
+    if decision.action != 'freeze':
+        return [f'- **The long-grammar substrate** (the book\'s longer calls, searched by the same protocol in a '
+                f'second study, {where}) is not frozen yet: {decision.reason}.']
+    frozen = next(r for r in recs if r['number'] == decision.frozen)
+    confirmed = frozen.get('confirmation') or {}
+    role = ('by the default rule fixed before its search, it replaces trial 45 as `config.DEFAULT`' if decision.confirmed
+            else 'by the default rule fixed before its search (all 26 rows on seeds 0-4 and at least 24 on seeds '
+                 '5-9), it stays a named candidate and trial 45 stays the default')
+    return [f'- **The long-grammar substrate** is trial {frozen["number"]} of the second study ({where}): it holds '
+            f'{frozen["rows_held"]} of {len(frozen["rows"])} rows on seeds {search._seeds(frozen["seeds"])}'
+            + (f' and {confirmed["rows_held"]} on the unseen seeds {search._seeds(confirmed["seeds"])}'
+               if confirmed else '') + f'; {role}.']
+
+
+def across_lines(recorded):
+    """The README's lines on the claims across substrates (notebook 11): trial 45 and the long-grammar substrate
+    side by side where both are swept, and the labels over every swept substrate."""
+    rows = recorded.get(registry.ACROSS_NOTEBOOK, registry.CLAIM_TABLE_KEY, [])
+    if not rows:
+        return ['- **The same claims on other substrates** (notebook 11): not swept yet (`make substrate-sweep`).']
+    names = list(rows[0]['cells'])
+    facts = {f['name']: f for f in recorded.get(registry.ACROSS_NOTEBOOK, registry.SUBSTRATE_FACTS_KEY, [])}
+    labels = [row['label'] for row in rows]
+    lines = [f'- **The same claims on {len(names)} substrates** (notebook 11; '
+             + ', '.join(f'trial {facts[n]["trial"]}' + (' with long calls' if facts[n]['grammar'] == 'long' else '')
+                         for n in names)
+             + f'; seeds 0-4 each): of {len(rows)} claims, {labels.count("robust")} are robust (the same verdict, '
+             f'holds or does not hold, on every substrate), {labels.count("substrate-dependent")} '
+             f'substrate-dependent and {labels.count("seed-dependent")} seed-dependent.']
+    if 't45' in names and 'long' in names:
+        differ = [row for row in rows if row['cells']['t45']['verdict'] != row['cells']['long']['verdict']]
+        long_trial = facts['long']['trial']
+        lines.append(f'  - trial 45 and the long-grammar substrate (trial {long_trial}) side by side: '
+                     f'{len(rows) - len(differ)} of {len(rows)} claims get the same verdict on both'
+                     + ('.' if not differ else '; they differ on ' + '; '.join(
+                         f'{row["text"]} ({row["cells"]["t45"]["verdict"]} on trial 45, '
+                         f'{row["cells"]["long"]["verdict"]} on trial {long_trial})' for row in differ) + '.'))
+    return lines
+
+
 def reading_phrase(found):
     """One line on our reading of a claim that does not hold (an agentrl.ch10.explanations.explain dict, or None)."""
     if found is None or found['premise'] is None:
@@ -214,28 +260,33 @@ def faithfulness_summary(recorded, calibration=None, snapshot=None):
     export = Path(calibration or CALIBRATION / 'trials.json')
     if export.exists():
         lines += substrate_lines(json.loads(export.read_text()))
+    long_export = export.parent / 'long-grammar' / 'trials.json'
+    if long_export.exists():
+        lines += long_study_lines(json.loads(long_export.read_text()))
     found = [v for stem in registry.VERDICT_NOTEBOOKS for v in recorded.get(stem, registry.VERDICTS_KEY, [])]
     seed0 = {v['key']: v for v in found}
     across = seed_verdicts_by_key(recorded)
     readings = {e['key']: e for e in recorded.get(registry.SEED_NOTEBOOK, registry.EXPLANATIONS_KEY, [])}
     if across:
         seeds = next(iter(across.values()))['seeds']
-        lines.append(f'- **The chapter\'s claims on our TinyAgent runs, on seeds {", ".join(map(str, seeds))}** '
+        lines.append(f'- **The chapter\'s claims on our TinyAgent runs on trial 45, seeds {", ".join(map(str, seeds))}** '
                      f'(notebook 09; {seed_rule_text(len(seeds))}): {seed_counts(list(across.values()))}.')
         for v in (v for v in across.values() if v['kind'] == MECHANISM and v['verdict'] != HOLDS):
             measured = f'; seed 0 measured: {seed0[v["key"]]["evidence"]}' if v['key'] in seed0 else ''
             lines.append(f'  - {v["verdict"]}: {v["text"]} — {seed_phrase(v)}{measured}')
             lines.append('    - ' + reading_phrase(readings.get(v['key'])))
     if found:
-        lines.append(f'- **The same claims on seed 0 alone** (notebooks 07 and 08, the chapter\'s single seed): '
+        lines.append(f'- **The same claims on trial 45, seed 0 alone** (notebooks 07 and 08, the chapter\'s single seed): '
                      f'{claim_counts(found)}.')
     scaled = recorded.get(registry.SEED_NOTEBOOK, registry.SCALE_VERDICTS_KEY, [])
     if scaled:
-        lines.append('- **Re-checked at twice the coefficient or the steps** (notebook 09):')
+        lines.append('- **Re-checked at twice the coefficient or the steps, on trial 45** (notebook 09):')
         for v in scaled:
             lines.append(f'  - {v["text"]}: {seed_phrase(v)}')
             if v['verdict'] != HOLDS:
                 lines.append('    - ' + reading_phrase(readings.get(v['key'])))
+    if recorded.get(registry.ACROSS_NOTEBOOK, 'substrates') is not None:
+        lines += across_lines(recorded)
     snapshot = snapshot or verdict_shift.load_snapshot()
     if snapshot and (found or across):
         lines += verdict_shift.moved_summary(snapshot, recorded)
@@ -277,6 +328,14 @@ def build_report(folder=None, snapshot=None):
         body.append(f'### {title}\n\nNotebook: `notebooks/{notebook}.ipynb`.\n')
         printed = [line.rstrip() for key in keys for line in recorded.get(notebook, key, [])]
         body.append('```text\n' + '\n'.join(printed) + '\n```\n' if printed else '*Not executed yet.*\n')
+        table = recorded.get(notebook, registry.CLAIM_TABLE_KEY, []) if notebook == registry.ACROSS_NOTEBOOK else []
+        if table:
+            facts = {f['name']: f for f in recorded.get(notebook, registry.SUBSTRATE_FACTS_KEY, [])}
+            headers = {n: f'trial {facts[n]["trial"]}' + (' (long calls)' if facts[n]['grammar'] == 'long' else '')
+                       for n in table[0]['cells']}
+            body.append('Each claim on each substrate (seeds on which it is true, of 5, and the verdict by notebook '
+                        '09\'s rule), and its label across the substrates:\n\n'
+                        + across_claims.claim_table_markdown(table, headers) + '\n')
     snapshot = snapshot or verdict_shift.load_snapshot()
     if snapshot and verdict_shift.verdict_records(recorded):
         body.append('## Verdicts before and after the faster engine\n\nThe chunked sampler and the update cut to the '
