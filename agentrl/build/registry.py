@@ -47,7 +47,7 @@ BEYOND = (
      ('fraction_sweep', 'adaptive_kl', 'seed_table', 'seed_claims', 'scale_recheck', 'entropy_law',
       'covariance_mechanism')),
     ('10_exercises', 'The exercises', ('exercise_1', 'exercise_2', 'exercise_4', 'exercise_3')),
-    ('11_substrates', "The chapter's claims on six substrates", ('substrates',)),
+    ('11_substrates', "The chapter's claims on six substrates", ('substrates',)),  # SUBSTRATES_KEY
 )
 
 # Structured results besides the printed blocks. Claim verdicts (agentrl.ch10.claims.verdicts: a list of dicts)
@@ -62,6 +62,7 @@ SEED_VERDICTS_KEY = 'seed_verdicts'
 SCALE_VERDICTS_KEY = 'scale_verdicts'
 EXPLANATIONS_KEY = 'explanations'  # notebook 09: agentrl.ch10.explanations.explain dicts, one per claim not holding
 ACROSS_NOTEBOOK = '11_substrates'  # the claims judged on several substrates (agentrl.ch10.across)
+SUBSTRATES_KEY = 'substrates'  # notebook 11: a line per known substrate, swept or not (its printed block)
 CLAIM_TABLE_KEY = 'claim_table'  # notebook 11: agentrl.ch10.across.claim_table rows
 SUBSTRATE_FACTS_KEY = 'substrate_facts'  # notebook 11: agentrl.build.substrate_sweep.substrate_facts dicts
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agentrl import results
 from agentrl.atomic import atomic_output
-from agentrl.build import registry, search, verdict_shift
+from agentrl.build import registry, search, substrate_sweep, verdict_shift
 from agentrl.ch10 import across as across_claims
 from agentrl.ch10.claims import (AT_SCALE, DOES_NOT_HOLD, HOLDS, MECHANISM, OBSERVATION, SEED_DEPENDENT, seed_rule_text,
                                  tally, verdict_line)
@@ -222,8 +222,7 @@ def across_lines(recorded):
     facts = {f['name']: f for f in recorded.get(registry.ACROSS_NOTEBOOK, registry.SUBSTRATE_FACTS_KEY, [])}
     labels = [row['label'] for row in rows]
     lines = [f'- **The same claims on {len(names)} substrates** (notebook 11; '
-             + ', '.join(f'trial {facts[n]["trial"]}' + (' with long calls' if facts[n]['grammar'] == 'long' else '')
-                         for n in names)
+             + ', '.join(substrate_sweep.heading(facts[n]) for n in names)
              + f'; seeds 0-4 each): of {len(rows)} claims, {labels.count("robust")} are robust (the same verdict, '
              f'holds or does not hold, on every substrate), {labels.count("substrate-dependent")} '
              f'substrate-dependent and {labels.count("seed-dependent")} seed-dependent.']
@@ -285,7 +284,7 @@ def faithfulness_summary(recorded, calibration=None, snapshot=None):
             lines.append(f'  - {v["text"]}: {seed_phrase(v)}')
             if v['verdict'] != HOLDS:
                 lines.append('    - ' + reading_phrase(readings.get(v['key'])))
-    if recorded.get(registry.ACROSS_NOTEBOOK, 'substrates') is not None:
+    if recorded.get(registry.ACROSS_NOTEBOOK, registry.SUBSTRATES_KEY) is not None:
         lines += across_lines(recorded)
     snapshot = snapshot or verdict_shift.load_snapshot()
     if snapshot and (found or across):
@@ -331,8 +330,7 @@ def build_report(folder=None, snapshot=None):
         table = recorded.get(notebook, registry.CLAIM_TABLE_KEY, []) if notebook == registry.ACROSS_NOTEBOOK else []
         if table:
             facts = {f['name']: f for f in recorded.get(notebook, registry.SUBSTRATE_FACTS_KEY, [])}
-            headers = {n: f'trial {facts[n]["trial"]}' + (' (long calls)' if facts[n]['grammar'] == 'long' else '')
-                       for n in table[0]['cells']}
+            headers = {n: substrate_sweep.heading(facts[n]) for n in table[0]['cells']}
             body.append('Each claim on each substrate (seeds on which it is true, of 5, and the verdict by notebook '
                         '09\'s rule), and its label across the substrates:\n\n'
                         + across_claims.claim_table_markdown(table, headers) + '\n')

@@ -150,6 +150,13 @@ def space(trial):
     return config_from_params({name: _suggest(trial, name, distribution) for name, _, distribution in SPACE})
 
 
+def _inside(distribution, value):
+    """Whether a value is one the distribution can give."""
+    if isinstance(distribution, CategoricalDistribution):
+        return value in distribution.choices
+    return distribution.low <= value <= distribution.high
+
+
 def space_with(fixed):
     """SPACE with each (name, value) of `fixed` narrowed to that one value (a study that does not search it)."""
     fixed = dict(fixed)
@@ -160,12 +167,9 @@ def space_with(fixed):
     narrowed = []
     for name, path, distribution in SPACE:
         if name in fixed:
-            value = fixed[name]
-            inside = (value in distribution.choices if isinstance(distribution, CategoricalDistribution)
-                      else distribution.low <= value <= distribution.high)
-            if not inside:
-                raise ValueError(f'{name}={value!r} is outside the search space ({distribution})')
-            distribution = CategoricalDistribution((value,))
+            if not _inside(distribution, fixed[name]):
+                raise ValueError(f'{name}={fixed[name]!r} is outside the search space ({distribution})')
+            distribution = CategoricalDistribution((fixed[name],))
         narrowed.append((name, path, distribution))
     return narrowed
 
@@ -190,9 +194,7 @@ def params_of(config):
         value = config.describe()
         for part in path.split('.'):
             value = value[part]
-        inside = (value in distribution.choices if isinstance(distribution, CategoricalDistribution)
-                  else distribution.low <= value <= distribution.high)
-        if not inside:
+        if not _inside(distribution, value):
             raise ValueError(f'{name}={value!r} is outside the search space ({distribution})')
         params[name] = value
     if config_from_params(params) != config:
@@ -508,9 +510,9 @@ def fix_protocol(study, search):
     if search.fixed:  # a later study's extra rules (the first study recorded only the ones above)
         fixed['fixed_params'] = dict(search.fixed)
     if search.seeded_from:
-        fixed['seeded_from'] = dict(folder=str(Path(search.seeded_from).resolve().relative_to(REPO))
-                                    if Path(search.seeded_from).resolve().is_relative_to(REPO)
-                                    else str(search.seeded_from), count=search.seeded_count)
+        folder = Path(search.seeded_from).resolve()  # named from the repository, so every clone records the same
+        fixed['seeded_from'] = dict(folder=str(folder.relative_to(REPO) if folder.is_relative_to(REPO) else folder),
+                                    count=search.seeded_count)
     if search.default_rule:
         fixed['default_rule'] = search.default_rule
     for key, value in fixed.items():
@@ -790,7 +792,8 @@ def readme(study, search, recs, decision):
             f'{duration(search.budget_seconds)} of search, whichever comes first, the {FALLBACK_CANDIDATES} with the '
             'most rows held on the search seeds (ties: the smaller band distance) are measured on the confirmation '
             'seeds, and the one holding the most rows there (same tie rule) is frozen.',
-            '- The search space: ' + ', '.join(f'`{name}` {_space_text(distribution)}' for name, _, distribution in SPACE)
+            '- The search space: ' + ', '.join(f'`{name}` {_space_text(distribution)}'
+                                               for name, _, distribution in space_with(search.fixed))
             + '.' + first_trials_text(search, attrs)]
     if search.default_rule:
         out += [f'- The default rule: {search.default_rule}']

@@ -62,9 +62,9 @@ def source(name):
     return BY_NAME[name]
 
 
-def substrate_config(name, repo=REPO):
-    """(SubstrateConfig, trial number) of a named substrate, read from its study's committed trials.json; LookupError
-    if that study has not frozen a trial yet (for 'frozen') or has no such complete trial."""
+def trial_record(name, repo=REPO):
+    """The trial record of a named substrate in its study's committed trials.json; LookupError if that study has not
+    frozen a trial yet (for 'frozen') or has no such complete trial."""
     from agentrl.build import search  # the freeze rule, read from the export without Optuna
 
     where = source(name)
@@ -77,7 +77,13 @@ def substrate_config(name, repo=REPO):
     record = next((r for r in recs if r['number'] == number and r['state'] == 'COMPLETE'), None)
     if record is None:
         raise LookupError(f'the study in {where.study}/ has no complete trial {number}')
-    return SubstrateConfig.from_description(record['config']), number
+    return record
+
+
+def substrate_config(name, repo=REPO):
+    """(SubstrateConfig, trial number) of a named substrate (see trial_record)."""
+    record = trial_record(name, repo)
+    return SubstrateConfig.from_description(record['config']), record['number']
 
 
 FACT_ROWS = {'tokens': 'policy tokens per episode (RL base)', 'entropy': 'RL base: policy-token entropy'}
@@ -87,17 +93,18 @@ def substrate_facts(name, repo=REPO):
     """What the calibration record says of a substrate: its trial, call grammar, rows held on the search and the
     confirmation seeds (None if never confirmed), and the RL base's policy tokens per episode and policy-token
     entropy (means over the search seeds)."""
-    from agentrl.build import search
-
-    config, trial = substrate_config(name, repo)
-    where = source(name)
-    _, recs = search.decision_from_export(json.loads((Path(repo) / where.study / 'trials.json').read_text()))
-    record = next(r for r in recs if r['number'] == trial)
+    record, where = trial_record(name, repo), source(name)
     means = {row['quantity']: row['mean'] for row in record['rows']}
     confirmation = record.get('confirmation')
-    return dict(name=name, label=where.label, study=where.study, trial=trial, grammar=config.grammar,
+    return dict(name=name, label=where.label, study=where.study, trial=record['number'],
+                grammar=SubstrateConfig.from_description(record['config']).grammar,
                 rows_held=record['rows_held'], confirmation_rows_held=confirmation['rows_held'] if confirmation else None,
                 **{key: means[quantity] for key, quantity in FACT_ROWS.items()})
+
+
+def heading(facts):
+    """A substrate's short name in a table heading, from its substrate_facts: 'trial 74', 'trial 12 (long calls)'."""
+    return f'trial {facts["trial"]}' + (' (long calls)' if facts['grammar'] == 'long' else '')
 
 
 def available(repo=REPO):
