@@ -19,6 +19,8 @@ BOOK_OUTPUTS = BOOK_DATA / 'chapter10.json'  # the book's printed output blocks 
 RESULTS = REPO / 'results'  # structured results written by the executed notebooks (JSON, committed)
 FIGURES = REPO / 'figures'  # the SVG figures written by the executed notebooks (committed)
 SIDE_RUNS = REPO / 'side-runs'  # the side runs' results and figures (git-ignored)
+SUBSTRATE_SWEEP = RESULTS / 'substrate_sweep.json'  # the sweep's committed record: notebook 11's input, never
+#                                                   redirected (a test's or a side run's notebook 11 reads it too)
 CALIBRATION = REPO / 'calibration'  # the calibration search's committed record (study.db, trials.json, README.md)
 REPRODUCTION = REPO / 'REPRODUCTION.md'
 README = REPO / 'README.md'

@@ -28,10 +28,9 @@ from agentrl import executors
 from agentrl.atomic import atomic_output
 from agentrl.ch10 import across, experiments
 from agentrl.fingerprint import code_fingerprint
-from agentrl.paths import REPO, results_dir
+from agentrl.paths import REPO, SUBSTRATE_SWEEP
 from agentrl.substrate.config import DEFAULT, SubstrateConfig, use
 
-RECORD = 'substrate_sweep'  # results/substrate_sweep.json
 SEEDS = (0, 1, 2, 3, 4)
 FIRST_STUDY, LONG_STUDY = 'calibration', 'calibration/long-grammar'  # the studies' record folders
 
@@ -119,7 +118,7 @@ def available(repo=REPO):
 
 
 def record_path():
-    return results_dir() / f'{RECORD}.json'
+    return SUBSTRATE_SWEEP
 
 
 def load_record(path=None):
