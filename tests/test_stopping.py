@@ -308,3 +308,33 @@ def test_a_stop_signal_ends_make_calibrate_and_its_measuring_workers(tmp_path, n
         f'STOPPED by {name}: the calibration was interrupted while measuring; nothing was printed or written '
         '(a cached RL base is whole or absent)'], err
     assert cache_files() == cache_before and git_status() == status_before
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize('name', ['SIGINT', 'SIGTERM'])
+def test_a_stop_signal_ends_the_substrate_sweep_and_its_cluster(tmp_path, name):
+    """`make substrate-sweep`'s command, stopped while its LocalCluster's two workers build an RL base: every process
+    ends within 5 s, the command ends by the signal with one line and no traceback, and nothing is written."""
+    marker = f'stop-test-{uuid.uuid4().hex}'
+    status_before = git_status()
+    process = subprocess.Popen([sys.executable, '-m', 'agentrl.build.substrate_sweep', '--substrates', 't45', 't74'],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp_path), AGENTRL_STOP_TEST=marker,
+                                                      AGENTRL_CACHE_DIR=str(tmp_path / 'cache')))
+    deadline = time.monotonic() + 120
+    while sum('spawn_main' in c for c in tree(process.pid).values()) < 2:  # the cluster's two worker processes
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            pytest.fail(f'the sweep did not start its workers: {process.communicate()}')
+        time.sleep(0.2)
+    time.sleep(3.0)  # into the RL bases' training
+    procs = tree(process.pid)
+    signum = getattr(signal, name)
+    took, left, out, err = stop_and_watch(process, procs, marker, signum)
+    print(f'substrate sweep {name}: every process gone after {took:.2f} s')
+    assert not left, f'still running {took:.0f} s after {name}: {[procs.get(pid, pid) for pid in left]}'
+    assert took < LIMIT_SECONDS and process.returncode == -signum, (took, process.returncode, err)
+    assert 'Traceback' not in err and err.splitlines()[-1] == (
+        f'STOPPED by {name}: the substrates swept before the stop are in the record; the runs finished before it '
+        'are in the run cache'), err
+    assert not list((tmp_path / 'cache').rglob('*.tmp*')) and git_status() == status_before

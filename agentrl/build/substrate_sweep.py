@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from agentrl import executors
+from agentrl import executors, stopping
 from agentrl.atomic import atomic_output
 from agentrl.ch10 import across, experiments
 from agentrl.fingerprint import code_fingerprint
@@ -172,6 +172,7 @@ def cluster_executor(scheduler, workers=2):
         return
     from distributed import Client, LocalCluster
 
+    stopping.quiet_resource_tracker()  # a stop leaves the workers' semaphores to it, which is no leak to report
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host='127.0.0.1',
                       dashboard_address=None) as cluster, Client(cluster, set_as_default=False) as client:
         yield client.get_executor(pure=False), dict(scheduler='LocalCluster on this machine', workers=workers)
@@ -249,9 +250,18 @@ def main(argv=None):
             parser.error(f'unknown substrate {name!r}; the sweep knows {", ".join(found)}')
         if isinstance(found[name], str):
             parser.error(f'substrate {name!r} is not available: {found[name]}')
-    run_sweep(names, args.seeds, args.scheduler)
+    try:
+        with stopping.raise_on_signals():
+            run_sweep(names, args.seeds, args.scheduler)
+    except stopping.Stopped as stop:
+        print(f'STOPPED by {stop.name}: the substrates swept before the stop are in the record; the runs finished '
+              'before it are in the run cache', file=sys.stderr, flush=True)
+        return stop.exit_code
     return 0
 
 
 if __name__ == '__main__':
-    sys.exit(main())
+    status = main()
+    if status > 128:  # stopped by a signal: end by it, so make and a calling shell stop too
+        stopping.die_by(status - 128)
+    sys.exit(status)
