@@ -499,7 +499,8 @@ def test_the_across_substrate_lines_set_the_two_frozen_substrates_side_by_side()
     from agentrl.build.report import across_lines
 
     def row(key, t45, long, label):
-        cells = dict(t45=dict(verdict=t45, held_on=5, seeds=5), long=dict(verdict=long, held_on=0, seeds=5))
+        # in the stored record's order (its keys sorted): the lines still put trial 45 first
+        cells = dict(long=dict(verdict=long, held_on=0, seeds=5), t45=dict(verdict=t45, held_on=5, seeds=5))
         return dict(key=key, kind='mechanism', text=f'claim {key}', cells=cells, label=label)
     facts = [dict(name='t45', trial=45, grammar='short'), dict(name='long', trial=12, grammar='long')]
     recorded = FakeRecorded({'11_substrates': dict(claim_table=[row('a', 'holds', 'holds', 'robust'),

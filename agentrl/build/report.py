@@ -218,7 +218,7 @@ def across_lines(recorded):
     rows = recorded.get(registry.ACROSS_NOTEBOOK, registry.CLAIM_TABLE_KEY, [])
     if not rows:
         return ['- **The same claims on other substrates** (notebook 11): not swept yet (`make substrate-sweep`).']
-    names = list(rows[0]['cells'])
+    names = substrate_sweep.in_order(rows[0]['cells'])
     facts = {f['name']: f for f in recorded.get(registry.ACROSS_NOTEBOOK, registry.SUBSTRATE_FACTS_KEY, [])}
     labels = [row['label'] for row in rows]
     lines = [f'- **The same claims on {len(names)} substrates** (notebook 11; '
@@ -330,7 +330,7 @@ def build_report(folder=None, snapshot=None):
         table = recorded.get(notebook, registry.CLAIM_TABLE_KEY, []) if notebook == registry.ACROSS_NOTEBOOK else []
         if table:
             facts = {f['name']: f for f in recorded.get(notebook, registry.SUBSTRATE_FACTS_KEY, [])}
-            headers = {n: substrate_sweep.heading(facts[n]) for n in table[0]['cells']}
+            headers = {n: substrate_sweep.heading(facts[n]) for n in substrate_sweep.in_order(table[0]['cells'])}
             body.append('Each claim on each substrate (seeds on which it is true, of 5, and the verdict by notebook '
                         '09\'s rule), and its label across the substrates:\n\n'
                         + across_claims.claim_table_markdown(table, headers) + '\n')

@@ -55,6 +55,12 @@ SOURCES = (
 BY_NAME = {source.name: source for source in SOURCES}
 
 
+def in_order(names):
+    """The substrates among `names` in the sweep's order (the two frozen ones first): a record stored with sorted
+    keys lists them alphabetically, which would put trial 45 between the others."""
+    return [s.name for s in SOURCES if s.name in names]
+
+
 def source(name):
     if name not in BY_NAME:
         raise ValueError(f'unknown substrate {name!r}; the sweep knows {", ".join(BY_NAME)}')
