@@ -24,6 +24,9 @@ def on_main():
 
 # A quick SFT: enough for a model that behaves like an agent, fast enough for tests (a few seconds).
 QUICK_SFT = arl.SFTConfig(careful_steps=80, habit_steps=20, batch_size=16)
+# A few SFT steps only, for tests of plumbing (records, caches, executors) that never read how the agent behaves:
+# building the RL base is then a second, where QUICK_SFT's takes most of a minute of CPU.
+PLUMBING_SFT = arl.SFTConfig(careful_steps=3, habit_steps=2, batch_size=4)
 
 
 def tokenizer():

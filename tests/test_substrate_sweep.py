@@ -10,7 +10,7 @@ from agentrl.build import search, substrate_sweep
 from agentrl.ch10 import across, claims, experiments, explanations
 from agentrl.paths import REPO
 from agentrl.substrate.config import DEFAULT, SubstrateConfig
-from substrate_fixtures import MAIN, QUICK_SFT
+from substrate_fixtures import MAIN, PLUMBING_SFT
 
 H, N, S = claims.HOLDS, claims.DOES_NOT_HOLD, claims.SEED_DEPENDENT
 
@@ -126,7 +126,7 @@ def test_the_long_substrate_is_there_only_once_its_study_has_frozen_a_trial():
 
 
 # ------------------------------------------------------------------------------------------- a small sweep
-QUICK = dataclasses.replace(MAIN, sft=QUICK_SFT)
+PLUMBING = dataclasses.replace(MAIN, sft=PLUMBING_SFT)
 SMALL = dict(tasks_per_step=2, eval_every=0)
 
 
@@ -153,13 +153,13 @@ def _repo_with(tmp_path, configs):
 
 def test_a_small_sweep_is_recorded_per_substrate_merged_and_checked_against_the_run_cache(tmp_path, monkeypatch):
     monkeypatch.setenv('AGENTRL_CACHE_DIR', str(tmp_path / 'cache'))
-    other = dataclasses.replace(QUICK, logit_scale=0.5)
-    repo = _repo_with(tmp_path, [QUICK, other])
+    other = dataclasses.replace(PLUMBING, logit_scale=0.5)
+    repo = _repo_with(tmp_path, [PLUMBING, other])
     path = tmp_path / 'sweep.json'
     record = substrate_sweep.run_sweep(['t45'], [0, 1], path=path, repo=repo, workers=0, say=lambda line: None,
                                        specs_of=_small_specs)
     entry = record['substrates']['t45']
-    assert entry['trial'] == 45 and SubstrateConfig.from_description(entry['config']) == QUICK
+    assert entry['trial'] == 45 and SubstrateConfig.from_description(entry['config']) == PLUMBING
     assert sorted(entry['runs']) == ['0', '1'] and list(entry['runs']['0']) == ['none']
     assert len(entry['runs']['0']['none']['history']) == 3
     assert json.loads(path.read_text()) == record
@@ -183,12 +183,14 @@ def test_a_substrate_the_record_does_not_name_is_refused_before_anything_runs(tm
 @pytest.mark.slow
 def test_the_sweep_on_a_local_dask_cluster_records_what_it_records_in_process(tmp_path, monkeypatch):
     monkeypatch.setenv('AGENTRL_CACHE_DIR', str(tmp_path / 'cache'))
-    repo = _repo_with(tmp_path, [QUICK, dataclasses.replace(QUICK, logit_scale=0.5)])
+    repo = _repo_with(tmp_path, [PLUMBING, dataclasses.replace(PLUMBING, logit_scale=0.5)])
     here = substrate_sweep.run_sweep(['t45', 't74'], [0, 1], path=tmp_path / 'here.json', repo=repo, workers=0,
                                      say=lambda line: None, specs_of=_small_specs)
     monkeypatch.setenv('AGENTRL_CACHE_DIR', str(tmp_path / 'cold'))  # nothing cached: the cluster trains everything
     there = substrate_sweep.run_sweep(['t45', 't74'], [0, 1], path=tmp_path / 'there.json', repo=repo, workers=2,
                                       say=lambda line: None, specs_of=_small_specs)
     assert there['sessions'][0]['scheduler'] == 'LocalCluster on this machine'
+    # the two substrates train differently, so a worker that built the wrong one would be seen
+    assert here['substrates']['t45']['runs'] != here['substrates']['t74']['runs']
     for name in ('t45', 't74'):
         assert there['substrates'][name]['runs'] == here['substrates'][name]['runs'], name
