@@ -514,3 +514,43 @@ def test_the_across_substrate_lines_set_the_two_frozen_substrates_side_by_side()
                         'same verdict on both; they differ on claim b (holds on trial 45, does not hold on trial 12).')
     assert across_lines(FakeRecorded({})) == [
         '- **The same claims on other substrates** (notebook 11): not swept yet (`make substrate-sweep`).']
+
+
+def test_readme_timings_block_is_the_one_the_search_and_sweep_records_give():
+    from agentrl.build.report import TIMINGS_BEGIN, TIMINGS_END, timing_lines
+    text = README.read_text(encoding='utf-8')
+    assert TIMINGS_BEGIN in text and TIMINGS_END in text, 'README.md lacks the timings markers `make report` fills in'
+    block = text[text.index(TIMINGS_BEGIN) + len(TIMINGS_BEGIN):text.index(TIMINGS_END)]
+    assert block.strip('\n').splitlines() == timing_lines(), "README.md's timings disagree with the records: make report"
+
+
+def test_the_search_timing_waits_for_the_budget_and_then_reads_every_session_from_the_record():
+    from agentrl.build.report import long_search_timing, sweep_timing
+
+    def trial(number, state, seconds, **extra):
+        return dict(number=number, state=state, rows_held=20 if state == 'COMPLETE' else None, band_distance=1.0,
+                    seconds=seconds, rows=[], seeds=[0, 1, 2, 3, 4], confirmation=None, **extra)
+    sessions = [dict(start='2026-12-02T17:07:04', seconds=2640.0, finished=2, ended='stopped by SIGINT'),
+                dict(start='2026-12-03T07:33:41', seconds=3000.0, finished=1, ended='running'),
+                dict(start='2026-12-03T10:17:47', seconds=600.0, finished=1, ended='the session limit of 10 minutes')]
+    trials = [trial(0, 'COMPLETE', 600.0), trial(1, 'FAIL', 100.0), trial(2, 'COMPLETE', 1200.0, requeued_from=1),
+              trial(3, 'PRUNED', 300.0)]
+    export = dict(attrs=dict(budget=dict(trials=300, seconds=7200.0), search_seconds=6240.0, sessions=sessions),
+                  trials=trials)
+    assert 'still searching' in long_search_timing(export)  # 6240 s of a 7200 s budget
+    export['attrs']['search_seconds'] = 7300.0
+    line = long_search_timing(export)
+    assert '4 trials (2 complete, 1 pruned, 1 failed, of them 1 cut by a stop and run again)' in line
+    assert 'in 2 h 02 min of search time, of a budget of 2 h 00 min' in line
+    assert 'a complete trial 10-20 min (median 20), a pruned one 5-5 min (median 5)' in line
+    assert line.endswith('Its sessions: 2026-12-02, 44 min, 2 trials finished, stopped by SIGINT; 2026-12-03, 50 min, '
+                         '1 trial finished, killed: no end recorded, its time counted up to its last record; '
+                         '2026-12-03, 10 min, 1 trial finished, the session limit of 10 minutes.')
+    assert sweep_timing(dict(substrates={}, sessions=[])) == '- `make substrate-sweep`: not run yet.'
+    record = dict(sessions=[dict(date='2026-12-02', substrates=['t74', 'long'], seeds=[0, 1, 2, 3, 4], seconds=3600.0,
+                                 scheduler='LocalCluster on this machine', workers=2, cpus=2)],
+                  substrates=dict(long=dict(trial=12, seconds=1500.0), t74=dict(trial=74, seconds=1200.0)))
+    assert sweep_timing(record) == (
+        '- `make substrate-sweep` (every claim run of notebook 11, from its record): 2026-12-02, trial 74, trial 12 '
+        '(long calls) on seeds 0-4, 60 min on LocalCluster on this machine (2 workers, 2 CPUs), the RL bases it built '
+        'included. The runs of one substrate, its RL base apart: trial 12 (long calls) 25 min, trial 74 20 min.')

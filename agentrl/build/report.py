@@ -4,7 +4,8 @@ Usage: python -m agentrl.build.report [--output REPRODUCTION.md] [--results DIR]
 
 Reads only data inside the repository: the book's printed lines (data/book/chapter10.json, via the registry) and
 the results the notebooks recorded (results/<notebook>.json, via agentrl.results). It also rewrites the block of
-README.md between FAITHFULNESS_BEGIN and FAITHFULNESS_END, the summary of how faithful the reproduction is.
+README.md between FAITHFULNESS_BEGIN and FAITHFULNESS_END, the summary of how faithful the reproduction is, and
+between TIMINGS_BEGIN and TIMINGS_END the timings read from the long-grammar search's and the substrate sweep's records.
 """
 import argparse
 import json
@@ -23,6 +24,9 @@ from agentrl.paths import CALIBRATION, README, REPRODUCTION
 FAITHFULNESS_BEGIN = ('<!-- faithfulness: begin (written by `make report` from results/ and calibration/; do not edit by '
                       'hand) -->')
 FAITHFULNESS_END = '<!-- faithfulness: end -->'
+TIMINGS_BEGIN = ('<!-- timings: begin (written by `make report` from calibration/long-grammar/ and '
+                 'results/substrate_sweep.json; do not edit by hand) -->')
+TIMINGS_END = '<!-- timings: end -->'
 KIND_HEADINGS = {MECHANISM: 'Mechanisms (what the chapter demonstrates)',
                  OBSERVATION: 'Observations (the chapter\'s single-seed readings)'}
 KIND_PLURAL = {MECHANISM: 'mechanisms', OBSERVATION: 'observations', AT_SCALE: 're-checks at twice the scale'}
@@ -372,6 +376,71 @@ def replace_between_markers(text, begin, end, lines):
     return text[:start] + '\n'.join([begin, *lines, end]) + text[stop:]
 
 
+def _minutes(seconds):
+    return f'{seconds / 60:.0f} min'
+
+
+def _ending(session, last):
+    """How a search session ended, in words: a session killed outside the search never wrote its end."""
+    if session.get('ended') != 'running':
+        return session.get('ended', '')
+    return ('still running when this was written' if last else
+            'killed: no end recorded, its time counted up to its last record')
+
+
+def long_search_timing(export):
+    """The Timings line of the long-grammar search, from its trials.json (parsed): once its budget is used, its
+    trials, search time and sessions, and how long a complete and a pruned trial took."""
+    decision, recs = search.decision_from_export(export)
+    if decision.action == 'search':  # the study grows with every commit the search makes: no line to go stale
+        return ('- `make calibrate-search SEARCH_ARGS="--study long-grammar"` (the second study): still searching; '
+                'its record, `calibration/long-grammar/README.md`, has the search time so far.')
+    attrs, n = export['attrs'], search.counts(recs)
+    rerun = len({r['requeued_from'] for r in recs if r.get('requeued_from') is not None})
+    sessions = attrs.get('sessions', [])
+    each = '; '.join(f'{session["start"][:10]}, {_minutes(session["seconds"])}, '
+                     f'{search._count(session["finished"], "trial")} finished, {_ending(session, i == len(sessions) - 1)}'
+                     for i, session in enumerate(sessions))
+    spans = []
+    for state, word in (('COMPLETE', 'a complete trial'), ('PRUNED', 'a pruned one')):
+        took = sorted(r['seconds'] for r in recs if r['state'] == state and r.get('seconds'))
+        if took:
+            spans.append(f'{word} {took[0] / 60:.0f}-{took[-1] / 60:.0f} min (median {took[len(took) // 2] / 60:.0f})')
+    return (f'- `make calibrate-search SEARCH_ARGS="--study long-grammar"` (the second study, 2 trials at a time, '
+            f'from its record): {len(recs)} trials ({n["COMPLETE"]} complete, {n["PRUNED"]} pruned, {n["FAIL"]} '
+            f'failed, of them {rerun} cut by a stop and run again) in {search.duration(attrs.get("search_seconds", 0.0))} of search time, of a budget of '
+            f'{search.duration(attrs["budget"]["seconds"])}; ' + (', '.join(spans) + '. ' if spans else '')
+            + f'Its sessions: {each}.')
+
+
+def sweep_timing(record):
+    """The Timings line of the substrate sweep, from its record: each invocation, and each substrate's runs."""
+    if not record['sessions']:
+        return '- `make substrate-sweep`: not run yet.'
+    entries = record['substrates']
+    label = lambda name: (f'trial {entries[name]["trial"]}' + (' (long calls)' if name == 'long' else '')  # noqa: E731
+                          if name in entries else name)
+    each = '; '.join(f'{session["date"]}, ' + ', '.join(map(label, session['substrates'])) + f' on seeds '
+                     f'{search._seeds(session["seeds"])}, {_minutes(session["seconds"])} on {session["scheduler"]} '
+                     f'({session["workers"]} workers, {session["cpus"]} CPUs), the RL bases it built included'
+                     for session in record['sessions'])
+    runs = ', '.join(f'{label(name)} {_minutes(entries[name]["seconds"])}' for name in substrate_sweep.in_order(entries))
+    return (f'- `make substrate-sweep` (every claim run of notebook 11, from its record): {each}. The runs of one '
+            f'substrate, its RL base apart: {runs}.')
+
+
+def timing_lines(long_export=None, sweep=None):
+    """The README's generated Timings lines (the long-grammar search, the substrate sweep), from their records."""
+    path = Path(long_export or CALIBRATION / 'long-grammar' / 'trials.json')
+    lines = [long_search_timing(json.loads(path.read_text()))] if path.exists() else []
+    return lines + [sweep_timing(substrate_sweep.load_record(sweep))]
+
+
+def with_timings(readme_text, lines=None):
+    """readme_text with the block between the timings markers replaced by timing_lines(); None without markers."""
+    return replace_between_markers(readme_text, TIMINGS_BEGIN, TIMINGS_END, timing_lines() if lines is None else lines)
+
+
 def with_faithfulness(readme_text, recorded):
     """readme_text with the block between the faithfulness markers replaced by the computed summary; None if the
     markers are missing or out of order."""
@@ -400,8 +469,11 @@ def main(argv=None):
         if updated is None:
             print(f'{args.readme}: no faithfulness markers, left unchanged', file=sys.stderr)
         else:
-            write_text(args.readme, updated)
-            print(f'updated the faithfulness summary in {args.readme}')
+            timed = with_timings(updated)
+            if timed is None:
+                print(f'{args.readme}: no timings markers, left without its timings block', file=sys.stderr)
+            write_text(args.readme, timed or updated)
+            print(f'updated the faithfulness summary{"" if timed is None else " and the timings"} in {args.readme}')
     return 0
 
 
