@@ -1,4 +1,4 @@
-"""Behavioural tests added to kill the mutants `make mutation` found surviving (issue 19, point 1).
+"""Behavioural tests added to kill the mutants `make mutation` found surviving.
 
 Each checks what a mechanism must do, against an independent computation or a stated rule, and fails when the line
 doing it is broken.

@@ -40,7 +40,7 @@ PUSH_UPDATES, PUSH_LR, PUSH_CLIP = 8, 1e-3, 0.2  # section 10.6's single-batch e
 
 @dataclasses.dataclass(frozen=True)
 class Protocol:
-    """Which seeds a measurement uses (fixed by issue 17 before anything was measured)."""
+    """Which seeds a measurement uses (fixed before anything was measured)."""
     seeds: tuple = (0, 1, 2, 3, 4)  # GRPO run seeds (RLConfig.seed); rows are judged on their mean
     batch_seeds: tuple = tuple(range(10))  # generator seeds of the 10.6 batch: its two batch rows and two push rows
     short_steps: int = 40  # the chapter's run; the held-out evaluation is of this policy
@@ -174,7 +174,9 @@ def _entropy_late(history, first, last):
     return mean([h['entropy'] for h in history[first:last]])
 
 
-# The rows of issue 11's table (a step with no learning signal makes no update, so it clips nothing). The one-sided bands' widths (scale) were fixed with issue 17's search, before it ran.
+# The calibration rows: each a number chapter 10 prints of the RL base or of a run at chapter 9's settings, with its
+# band (a step with no learning signal makes no update, so it clips nothing). The one-sided bands' widths (scale) were
+# fixed with the search's rules, before it ran.
 ROWS = [
     RowSpec('vocabulary', '316', 280, 350, lambda m: m['vocab'], '{:.0f}'),
     RowSpec('TinyAgent parameters', '157,244', 140_000, 175_000, lambda m: m['params'], '{:,.0f}'),
@@ -252,7 +254,7 @@ def band_text(spec):
 
 
 def print_table(rows, protocol):
-    """The table in issue 11's layout: quantity, book, band, ours (mean, then each seed), holds."""
+    """The calibration table: quantity, book, band, ours (mean, then each seed), holds."""
     batch = list(protocol.batch_seeds)
     contiguous = len(batch) > 2 and batch == list(range(batch[0], batch[0] + len(batch)))
     seeds = ', '.join(map(str, protocol.seeds))

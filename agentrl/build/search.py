@@ -61,7 +61,7 @@ from agentrl.substrate.config import CANDIDATES, GRAMMARS, HELDOUT_RULES, SLIP_K
 STUDY_NAME = 'tinyagent-calibration'
 ALL_ROWS = 26  # the calibration rows of agentrl/build/calibrate.py
 
-# The rules of issue 17, fixed before the search started (not to be tuned on what the search finds):
+# The search's rules, fixed before it started (not to be tuned on what the search finds):
 PRUNE_BELOW = 14  # a trial whose first seed alone holds fewer than 14 of the 26 rows is pruned (its other seeds are
 #                   not measured): it misses by far, and more seeds move a mean, not 13 rows
 CONFIRM_ROWS = 24  # a candidate holding all 26 rows on seeds 0-4 is frozen if it holds >= 24 on seeds 5-9
@@ -552,7 +552,7 @@ def counts(recs):
 
 
 def budget_used(study, search):
-    """The budget of issue 17: BUDGET_TRIALS complete trials or BUDGET_SECONDS of search time."""
+    """The search budget: BUDGET_TRIALS complete trials or BUDGET_SECONDS of search time."""
     complete = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
     return _exhausted(complete, study.user_attrs.get('search_seconds', 0.0), search.budget_trials, search.budget_seconds)
 
@@ -590,7 +590,7 @@ def _held(record):
 
 
 def decide(recs, exhausted):
-    """The freeze rule of issue 17 over trial records (`exhausted`: the budget is used) -> Decision.
+    """The freeze rule over trial records (`exhausted`: the budget is used) -> Decision.
 
     (a) A complete trial holding all 26 rows on seeds 0-4 is measured on seeds 5-9 (batch seeds 10-19); if it holds
     at least 24 there, it is frozen (of several, the most rows there, then the smaller band distance there).

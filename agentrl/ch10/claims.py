@@ -259,7 +259,7 @@ def verdict_lines(verdict, width=110):
     return claim_lines + wrap.wrap(f'measured: {verdict["evidence"]}')
 
 
-# The rule fixed before the seeds were run (issue 17): on 5 seeds a claim holds if it is true on at least 4, does not
+# The rule fixed before any seed was run: on 5 seeds a claim holds if it is true on at least 4, does not
 # hold if on at most 1, and depends on the seed otherwise. For n seeds: at least 80% / at most 20% of them.
 HOLDS, SEED_DEPENDENT, DOES_NOT_HOLD = 'holds', 'seed-dependent', 'does not hold'
 HOLDS_SHARE, FAILS_SHARE = 0.8, 0.2

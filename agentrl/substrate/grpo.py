@@ -30,7 +30,7 @@ class RLConfig:
     """GRPO settings (the book's defaults); bad values raise ValueError naming the field and its allowed range."""
     seed: int = 0  # seeds torch's global RNG and the training generator (task draws, sampling, minibatches)
     lr: float = dataclasses.field(default_factory=lambda: active().rl_lr)  # Adam learning rate, > 0 (default: the
-    #                                                                    active substrate's, 5e-4 for today's)
+    #                                                                    active substrate's rl_lr)
     epochs: int = 1  # passes over each step's batch, >= 1
     minibatches: int = 2  # minibatches per pass (one optimizer step each), >= 1
     temperature: float = 1.0  # sampling temperature; training log-probs use logits / temperature too; in [0.01, 100]
@@ -48,7 +48,7 @@ class RLConfig:
     eval_group_size: int = 16  # attempts per held-out task in that evaluation, >= 1
     eval_seed: int = 0  # seed of the evaluation's own generator (the training streams are not touched)
     turn_cost: float = dataclasses.field(default_factory=lambda: active().turn_cost)  # advantage units per turn above
-    #   the group's mean, in groups with a reward spread, >= 0 (default: the active substrate's, 0 for today's)
+    #   the group's mean, in groups with a reward spread, >= 0 (default: the active substrate's turn_cost)
 
     def __post_init__(self):
         def check(name, ok, allowed):
