@@ -51,7 +51,7 @@ def test_the_screen_lets_plain_code_and_plain_methods_through(quick):
 
 
 def test_one_c_level_operation_that_explodes_times_out_and_the_next_job_runs(quick):
-    # a case an agent wrote: `while a1 ** a0 :` on f26 grows the exponent inside one C call per iteration;
+    # a program that explodes inside single C calls: `while a1 ** a0 :` on f26 grows the exponent inside one C call per iteration;
     # no line budget can fire in between, only the parent's clock
     code = 'def f ( a0 , a1 ) :\n    n = 0\n    while a1 ** a0 :\n        a0 = a0 * 3 + 1\n        n = n + 1\n    return n\n'
     start = time.perf_counter()

@@ -1,4 +1,5 @@
-"""`make mutation`: mutation testing of the modules that carry the chapter's mechanisms, with the fast suite, and the report it writes.
+"""`make mutation`: mutation testing of the modules that carry the chapter's mechanisms, with the fast suite, and
+the report it writes.
 
     python -m agentrl.build.mutation run [--keep] [--max-children N] [--no-hand] [MUTANT ...]  # mutmut, then the report
     python -m agentrl.build.mutation hand [--jobs N]                                # the hand-written mutants only

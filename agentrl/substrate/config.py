@@ -130,10 +130,11 @@ def _known(cls, values):
     return values
 
 
-# Named configurations the package can build. 'main' is the substrate before the calibration. 'c18' re-creates, from the notes of the
-# earlier hand search (before the recorded one), its best candidate: long calls, 15 more families, offsets up to 2, a held-out split
-# on fresh lines, logit scale 0.35, 1200 careful SFT steps and a mislabel habit, lr 3.5e-4 (its learning-rate
-# warm-up and its limit of 3 turns are left out: the chapter fixes a constant rate and at least 6 calls).
+# Named configurations the package can build. 'main' is the substrate before the calibration. 'c18' re-creates, from
+# the notes of the hand search before the recorded one, its best candidate: long calls, 15 more families, offsets up
+# to 2, a held-out split on fresh lines, logit scale 0.35, 1200 careful SFT steps and a mislabel habit, lr 3.5e-4
+# (its learning-rate warm-up and its limit of 3 turns are left out: the chapter fixes a constant rate and at least 6
+# calls).
 CANDIDATES = {
     'main': SubstrateConfig(),
     'c18': SubstrateConfig(families='extended', heldout='fresh_line', grammar='long', max_offset=2,
