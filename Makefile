@@ -26,7 +26,7 @@ endif
 .PHONY: all chapter beyond notebooks report setup test test-fast pyramid calibrate bench profile lab html mutation mutation-report clean-venv $(NB_TARGETS)
 
 all: notebooks
-	$(PY) -m agentrl.build.report
+	$(PY) -m machinery.report
 
 # The virtual environment: pinned requirements, agentrl (editable), a Jupyter kernel inside the venv whose spec
 # carries the CPU pin in its env (on x86-64), so a notebook opened in `jupyter lab` is pinned from its first line.
@@ -42,15 +42,15 @@ $(SETUP): $(INSTALLED) agentrl/cpu.py
 	$(PY) agentrl/cpu.py --kernel-spec $(KERNEL_SPEC)
 	touch $@
 
-# The chapter (sections 10.1-10.8) or what goes beyond it, as agentrl/build/registry.py lists them; then the report.
+# The chapter (sections 10.1-10.8) or what goes beyond it, as agentrl/chapter.py lists them; then the report.
 chapter beyond: $(SETUP)
-	$(MAKE) $$($(PY) -m agentrl.build.registry --$@)
-	$(PY) -m agentrl.build.report
+	$(MAKE) $$($(PY) -m machinery.registry --$@)
+	$(PY) -m machinery.report
 
 # Every notebook, executed headlessly; each replaces its committed copy only if it succeeds.
 notebooks: $(NB_TARGETS)
 $(NB_TARGETS): nb-%: $(SETUP)
-	$(PY) -m agentrl.build.notebook_runner notebooks/$*.ipynb
+	$(PY) -m machinery.notebook_runner notebooks/$*.ipynb
 
 # The TinyAgent notebooks share the cached RL base, and later ones load the runs earlier ones train (from the run
 # cache): build the base first and order the notebooks so that `make -j2` trains each thing once.
@@ -66,7 +66,7 @@ rl-base: $(SETUP)
 # REPRODUCTION.md: the chapter's tables beside ours, written from the notebooks as committed (executes none; `make`
 # executes them first).
 report: $(SETUP)
-	$(PY) -m agentrl.build.report
+	$(PY) -m machinery.report
 
 # The full suite (what CI runs; executes every notebook), and the development subset (no notebook, no long training).
 test: $(SETUP)
@@ -77,7 +77,7 @@ test-fast: $(SETUP)
 
 # The README's table of tests per layer, counted from pytest's collection (executes no test).
 pyramid: $(SETUP)
-	$(PY) -m agentrl.build.pyramid --write
+	$(PY) -m machinery.pyramid --write
 
 # JupyterLab from the project's environment: it finds the project's kernel (registered inside .venv, with the CPU pin).
 # LAB_ARGS passes options, e.g. make lab LAB_ARGS="--no-browser --port 8899".
@@ -88,12 +88,12 @@ lab: $(SETUP)
 # with an index; nothing is executed. The build typesets every formula as MathML (latex2mathml, pinned) and a page
 # fetches nothing from the web: open site/index.html in a browser, offline too.
 html: $(SETUP)
-	$(PY) -m agentrl.build.site --out site
+	$(PY) -m machinery.site --out site
 
 calibrate: $(SETUP)
-	$(PY) -m agentrl.build.calibrate $(CALIBRATE_ARGS)
+	$(PY) -m machinery.calibrate $(CALIBRATE_ARGS)
 
-# The calibration searches (agentrl/build/search.py): continue a study in 2 worker processes, until its budget is
+# The calibration searches (machinery/search.py): continue a study in 2 worker processes, until its budget is
 # used or the freeze rule has a candidate to confirm; then apply the freeze rule, which prints the configuration to
 # freeze. calibrate-record rewrites the study's record from it. SEARCH_ARGS passes options, e.g.
 # make calibrate-search SEARCH_ARGS="--minutes 50 --commit" (the first study, calibration/), or
@@ -101,44 +101,44 @@ calibrate: $(SETUP)
 # --storage URL runs a study on a shared database server.
 .PHONY: calibrate-search calibrate-confirm calibrate-record
 calibrate-search: $(SETUP)
-	$(PY) -m agentrl.build.search search $(SEARCH_ARGS)
+	$(PY) -m machinery.search search $(SEARCH_ARGS)
 
 calibrate-confirm: $(SETUP)
-	$(PY) -m agentrl.build.search confirm $(SEARCH_ARGS)
+	$(PY) -m machinery.search confirm $(SEARCH_ARGS)
 
 calibrate-record: $(SETUP)
-	$(PY) -m agentrl.build.search record $(SEARCH_ARGS)
+	$(PY) -m machinery.search record $(SEARCH_ARGS)
 
-# The chapter's claims on six substrates (agentrl/build/substrate_sweep.py): every claim run on seeds 0-4 on each
+# The chapter's claims on six substrates (machinery/substrate_sweep.py): every claim run on seeds 0-4 on each
 # available substrate, on a Dask cluster ($AGENTRL_DASK_SCHEDULER, else a LocalCluster of 2 workers started here),
 # recorded in results/substrate_sweep.json, which notebook 11 renders. Not part of `make`. SWEEP_ARGS passes options,
 # e.g. SWEEP_ARGS="--substrates t74 t70" or SWEEP_ARGS=--check (the record against the run cache).
 .PHONY: substrate-sweep
 substrate-sweep: $(SETUP)
-	$(PY) -m agentrl.build.substrate_sweep $(SWEEP_ARGS)
+	$(PY) -m machinery.substrate_sweep $(SWEEP_ARGS)
 
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--builds 5" for a median of five RL-base builds.
 bench: $(SETUP)
-	$(PY) -m agentrl.build.bench $(BENCH_ARGS)
+	$(PY) -m machinery.bench $(BENCH_ARGS)
 
-# Where the time of a fresh `make` goes (agentrl/build/profile.py): each step of `make` under py-spy (pinned), timed;
+# Where the time of a fresh `make` goes (machinery/profile.py): each step of `make` under py-spy (pinned), timed;
 # raw samples and profile.json in profile/ (git-ignored), then the table. It executes every notebook, as `make` does.
 profile: $(SETUP)
-	$(PY) -m agentrl.build.profile --out profile
+	$(PY) -m machinery.profile --out profile
 
-# Issue 19's mutation score (agentrl/build/mutation.py): mutmut (pinned) over agentrl/core, the GRPO engine, the
+# The mutation score (machinery/mutation.py): mutmut (pinned) over agentrl/core, the GRPO engine, the
 # sandbox, the rollout, the chapter's regularisers and the verified cache, with their fast tests; writes
 # reports/mutation-results.json (the verdicts as data), reports/mutation.md and the README's paragraph; then the
 # hand-written mutants of reports/hand-mutants.toml, each on a copy of the tree. Not part of
 # `make test` (see the README for how long it takes). MUTATION_ARGS passes options,
 # e.g. MUTATION_ARGS="--keep 'agentrl.substrate.grpo.*'" to retest some mutants and keep the other verdicts.
 mutation: $(SETUP)
-	$(PY) -m agentrl.build.mutation run $(MUTATION_ARGS)
+	$(PY) -m machinery.mutation run $(MUTATION_ARGS)
 
 # The report and the README paragraph alone, from reports/mutation-results.json and the justifications (runs no
 # test); MUTATION_ARGS=--from-mutants first reads the verdicts in mutants/ again.
 mutation-report: $(SETUP)
-	$(PY) -m agentrl.build.mutation report $(MUTATION_ARGS)
+	$(PY) -m machinery.mutation report $(MUTATION_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

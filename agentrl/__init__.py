@@ -1,11 +1,14 @@
 """agentrl: the runnable companion to chapter 10 (KL, entropy and regularisation).
 
 Layers, each importing only from the ones above it:
-  core/       math on tensors: log-probs, entropy, KL estimators, exact enumerations, pass@k
-  substrate/  chapters 1-9's TinyAgent: task families, gym, tokenizer, model, RL base, sampling, the GRPO engine
-  ch10/       chapter 10: regulariser plug-ins for the engine, held-out evaluation, runs, claims
-  build/      the machinery: notebook runner, report, calibration table, benchmark
-Shared utilities (paths, fingerprint, atomic writes, progress, plotting, the CPU pin) sit beside them.
+  core/         math on tensors: log-probs, entropy, KL estimators, exact enumerations, pass@k
+  substrate/    chapters 1-9's TinyAgent: task families, gym, tokenizer, model, RL base, sampling, the GRPO engine
+  ch10/         chapter 10: regulariser plug-ins for the engine, held-out evaluation, runs, claims
+  calibration/  the rows the substrate was fitted to, their measurement, the freeze rule, the frozen substrates
+Shared utilities (paths, fingerprint, atomic writes, progress, plotting, the CPU pin) sit beside them, with the
+chapter's map (chapter.py: sections, notebooks, the book's printed blocks) and side runs (side_runs.py).
+The machinery that builds, checks and measures all this (runner, report, site, search) is the top-level machinery/
+package beside agentrl; nothing here imports it.
 
 Notebooks use `import agentrl as arl`; the names below are the public API the chapter's code calls.
 """

@@ -4,7 +4,7 @@ Environment variables redirect the writable ones (tests use them to keep the rep
 AGENTRL_CACHE_DIR (RL bases and runs), AGENTRL_RUNS_DIR (runs only), AGENTRL_FIGURES_DIR (SVG figures),
 AGENTRL_RESULTS_DIR (the notebooks' structured results), AGENTRL_SIDE_RUNS_DIR (the side runs' folders).
 
-A side run (a notebook executed with other parameters than its committed ones, see agentrl.build.side_runs) never
+A side run (a notebook executed with other parameters than its committed ones, see agentrl.side_runs) never
 writes the committed results/ or figures/: while one is set with use_side_folder, results_dir() and figures_dir()
 return its folder's results/ and figures/ wherever they would have returned the committed ones.
 """

@@ -3,8 +3,8 @@ recorded results redirected there too, so a test run never writes into the repos
 import pytest
 
 from agentrl import results
-from agentrl.build.notebook_runner import environment
 from agentrl.paths import NOTEBOOKS, REPO  # noqa: F401  (re-exported for the tests)
+from machinery.notebook_runner import environment
 
 
 def pytest_configure(config):
@@ -31,7 +31,7 @@ class NotebookRuns:
         """The executed notebook `name` (file stem) with the given papermill parameters, as an nbformat node."""
         import nbformat
 
-        from agentrl.build.notebook_runner import execute_notebook
+        from machinery.notebook_runner import execute_notebook
 
         key = (name, tuple(sorted(parameters.items())))
         if key not in self.done:

@@ -5,8 +5,9 @@ import json
 import pytest
 
 import agentrl as arl
-from agentrl.build import calibrate
+from agentrl.calibration import measure as calibration_measure, rows as calibration_rows
 from agentrl.substrate.config import CANDIDATES, DEFAULT, SubstrateConfig
+from machinery import calibrate
 
 
 def measurements(**overrides):
@@ -32,9 +33,9 @@ def push(**overrides):
 
 
 def test_the_books_own_values_hold_every_row_at_distance_zero():
-    rows = calibrate.judge([measurements()] * 3, [push()] * 10)
-    assert len(rows) == len(calibrate.ROWS) == 26
-    assert calibrate.rows_held(rows) == 26 and calibrate.band_distance(rows) == 0.0, [r for r in rows if not r.holds]
+    rows = calibration_rows.judge([measurements()] * 3, [push()] * 10)
+    assert len(rows) == len(calibration_rows.ROWS) == 26
+    assert calibration_rows.rows_held(rows) == 26 and calibration_rows.band_distance(rows) == 0.0, [r for r in rows if not r.holds]
 
 
 @pytest.mark.parametrize('seed_change, batch_change, quantity', [
@@ -43,35 +44,35 @@ def test_the_books_own_values_hold_every_row_at_distance_zero():
     ({}, dict(last_clip_frac=0.55), 'clip_frac'),
 ])
 def test_a_measurement_outside_its_band_fails_its_row_only(seed_change, batch_change, quantity):
-    rows = calibrate.judge([measurements(**seed_change)] * 3, [push(**batch_change)] * 10)
+    rows = calibration_rows.judge([measurements(**seed_change)] * 3, [push(**batch_change)] * 10)
     failing = [row.quantity for row in rows if not row.holds]
     assert failing and all(quantity in name for name in failing), failing
 
 
 def test_the_band_is_judged_on_the_mean_over_seeds_not_on_each_seed():
     low, high = measurements(vocab=270), measurements(vocab=340)  # 270 alone is outside 280-350; the mean 305 is in
-    assert calibrate.judge([low, high], [push()])[0].holds is True
-    assert calibrate.judge([low, low], [push()])[0].holds is False
+    assert calibration_rows.judge([low, high], [push()])[0].holds is True
+    assert calibration_rows.judge([low, low], [push()])[0].holds is False
 
 
 def test_the_push_rows_are_judged_over_the_batch_seeds():
-    rows = calibrate.judge([measurements()], [push(last_clip_frac=0.30), push(last_clip_frac=0.0)])  # mean 0.15
+    rows = calibration_rows.judge([measurements()], [push(last_clip_frac=0.30), push(last_clip_frac=0.0)])  # mean 0.15
     clip = next(r for r in rows if 'clip_frac' in r.quantity)
     assert clip.values == (0.30, 0.0) and clip.holds
-    rows = calibrate.judge([measurements()], [push(last_clip_frac=0.30), push(last_clip_frac=0.20)])
+    rows = calibration_rows.judge([measurements()], [push(last_clip_frac=0.30), push(last_clip_frac=0.20)])
     assert not next(r for r in rows if 'clip_frac' in r.quantity).holds
 
 
 def test_band_distance_is_the_gap_to_the_nearest_edge_in_band_widths():
     # two-sided: vocabulary band 280-350 (width 70); 385 is 35 above: half a width
-    row = calibrate.judge([measurements(vocab=385)], [push()])[0]
+    row = calibration_rows.judge([measurements(vocab=385)], [push()])[0]
     assert not row.holds and row.distance == pytest.approx(0.5)
-    row = calibrate.judge([measurements(vocab=266)], [push()])[0]
+    row = calibration_rows.judge([measurements(vocab=266)], [push()])[0]
     assert row.distance == pytest.approx(0.2)
     # one-sided: invalid calls <= 0.10, width 0.1; 0.25 is 1.5 widths above
     held = dict(pass1=0.725, pass8=0.8, distinct=4.3, invalid=0.25, kl_start=0.237)
-    rows = calibrate.judge([measurements(heldout=held)], [push()])
-    assert calibrate.band_distance(rows) == pytest.approx(1.5) and calibrate.rows_held(rows) == 25
+    rows = calibration_rows.judge([measurements(heldout=held)], [push()])
+    assert calibration_rows.band_distance(rows) == pytest.approx(1.5) and calibration_rows.rows_held(rows) == 25
 
 
 def test_a_named_or_described_configuration_is_chosen_and_a_bad_one_refused():
@@ -87,9 +88,9 @@ def test_a_named_or_described_configuration_is_chosen_and_a_bad_one_refused():
 
 def test_the_long_run_keeps_the_short_run_and_its_policy_bit_for_bit():
     """measure_seed trains once for long_steps and evaluates the policy after short_steps: the same as two runs."""
-    protocol = calibrate.Protocol(seeds=(0,), short_steps=2, long_steps=3, attempts=8)
-    measured = calibrate.measure_seed(DEFAULT, 0, protocol)
-    tok, train, heldout, base = calibrate.prepare(DEFAULT)
+    protocol = calibration_measure.Protocol(seeds=(0,), short_steps=2, long_steps=3, attempts=8)
+    measured = calibration_measure.measure_seed(DEFAULT, 0, protocol)
+    tok, train, heldout, base = calibration_measure.prepare(DEFAULT)
     model = copy.deepcopy(base)
     short = arl.train_rl(model, train, tok, arl.RLConfig(seed=0, eval_every=0), 2)
     assert measured['run40'] == short and measured['run80'][:2] == short and len(measured['run80']) == 3
@@ -100,16 +101,16 @@ def test_a_step_without_learning_signal_counts_as_clipping_nothing():
     seed = measurements()
     for step in (3, 4):  # skipped_update's record: entropy and grad_norm, no clip_frac
         del seed['run40'][step]['clip_frac']
-    clip = next(r for r in calibrate.judge([seed], [push()]) if 'clipped over the run' in r.quantity)
+    clip = next(r for r in calibration_rows.judge([seed], [push()]) if 'clipped over the run' in r.quantity)
     assert clip.mean == pytest.approx(0.0013 * 38 / 40)
 
 
 def test_a_calibration_can_be_measured_on_seeds_no_notebook_uses_and_refuses_bad_seed_lists():
     protocol = calibrate.chosen_protocol('search', [10, 11, 12], list(range(20, 30)))
     assert protocol.seeds == (10, 11, 12) and protocol.batch_seeds == tuple(range(20, 30))
-    assert protocol.short_steps == calibrate.SEARCH.short_steps and protocol.long_steps == calibrate.SEARCH.long_steps
-    assert calibrate.chosen_protocol('confirmation') == calibrate.CONFIRMATION
-    assert calibrate.chosen_protocol('confirmation', batch_seeds=[3]).seeds == calibrate.CONFIRMATION.seeds
+    assert protocol.short_steps == calibration_measure.SEARCH.short_steps and protocol.long_steps == calibration_measure.SEARCH.long_steps
+    assert calibrate.chosen_protocol('confirmation') == calibration_measure.CONFIRMATION
+    assert calibrate.chosen_protocol('confirmation', batch_seeds=[3]).seeds == calibration_measure.CONFIRMATION.seeds
     for bad in ([1, 1], [], [-1]):
         with pytest.raises(ValueError, match='--seeds needs distinct seeds >= 0'):
             calibrate.chosen_protocol('search', bad)

@@ -7,7 +7,7 @@ it, and the tests check that what they state is what the runs give.
 import pytest
 
 from agentrl import results
-from agentrl.build import registry
+from agentrl import chapter
 from agentrl.ch10 import claims
 from agentrl.ch10.claims import AT_SCALE, CLAIMS, MECHANISM, OBSERVATION, RESET_RUNS
 from agentrl.paths import RESULTS
@@ -131,31 +131,31 @@ def chapter_claim_keys():
 
 def test_recorded_verdicts_cover_every_claim_with_its_current_text():
     by_key = {c.key: c for c in CLAIMS}
-    seed0 = {stem: results.load(stem, RESULTS)[registry.VERDICTS_KEY] for stem in registry.VERDICT_NOTEBOOKS}
+    seed0 = {stem: results.load(stem, RESULTS)[chapter.VERDICTS_KEY] for stem in chapter.VERDICT_NOTEBOOKS}
     assert [v['key'] for v in seed0['07_tinyagent_comparison']] == chapter_claim_keys()
     reset_keys = [c.key for c in CLAIMS if set(c.needs) <= set(RESET_RUNS)]
     assert [v['key'] for v in seed0['08_design_questions']] == reset_keys
-    nine = results.load(registry.SEED_NOTEBOOK, RESULTS)
-    assert [v['key'] for v in nine[registry.SEED_VERDICTS_KEY]] == [c.key for c in CLAIMS if c.kind != AT_SCALE]
-    assert [v['key'] for v in nine[registry.SCALE_VERDICTS_KEY]] == [c.key for c in CLAIMS if c.kind == AT_SCALE]
-    recorded = [v for found in seed0.values() for v in found] + nine[registry.SEED_VERDICTS_KEY] \
-        + nine[registry.SCALE_VERDICTS_KEY]
+    nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
+    assert [v['key'] for v in nine[chapter.SEED_VERDICTS_KEY]] == [c.key for c in CLAIMS if c.kind != AT_SCALE]
+    assert [v['key'] for v in nine[chapter.SCALE_VERDICTS_KEY]] == [c.key for c in CLAIMS if c.kind == AT_SCALE]
+    recorded = [v for found in seed0.values() for v in found] + nine[chapter.SEED_VERDICTS_KEY] \
+        + nine[chapter.SCALE_VERDICTS_KEY]
     for v in recorded:
         assert (v['text'], v['kind']) == (by_key[v['key']].text, by_key[v['key']].kind), \
             f'{v["key"]}: the recorded claim is not the current one; rerun its notebook'
 
 
 def test_recorded_seed_summaries_agree_with_their_per_seed_verdicts():
-    nine = results.load(registry.SEED_NOTEBOOK, RESULTS)
-    for summary in nine[registry.SEED_VERDICTS_KEY] + nine[registry.SCALE_VERDICTS_KEY]:
+    nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
+    for summary in nine[chapter.SEED_VERDICTS_KEY] + nine[chapter.SCALE_VERDICTS_KEY]:
         assert len(summary['held']) == len(summary['seeds']) and summary['held_on'] == sum(summary['held'])
         n, k = len(summary['seeds']), summary['held_on']
         expected = 'holds' if 5 * k >= 4 * n else ('does not hold' if 5 * k <= n else 'seed-dependent')
         assert summary['verdict'] == expected, summary['key']
-    seed0 = {v['key']: v['held'] for stem in registry.VERDICT_NOTEBOOKS
-             for v in results.load(stem, RESULTS)[registry.VERDICTS_KEY]}
-    seeds = nine[registry.SEED_SUMMARY_KEY]['seeds']
-    for summary in nine[registry.SEED_VERDICTS_KEY]:  # notebook 09's seed 0 runs are notebooks 07 and 08's runs
+    seed0 = {v['key']: v['held'] for stem in chapter.VERDICT_NOTEBOOKS
+             for v in results.load(stem, RESULTS)[chapter.VERDICTS_KEY]}
+    seeds = nine[chapter.SEED_SUMMARY_KEY]['seeds']
+    for summary in nine[chapter.SEED_VERDICTS_KEY]:  # notebook 09's seed 0 runs are notebooks 07 and 08's runs
         assert summary['held'][seeds.index(0)] == seed0[summary['key']], summary['key']
 
 
@@ -177,12 +177,12 @@ def runs():
 @pytest.mark.slow
 def test_recorded_verdicts_are_what_the_runs_give(runs):
     chapter = {name: r for name, r in runs.items() if name in claims.CHAPTER_ARMS}
-    assert claims.verdicts(chapter) == results.load('07_tinyagent_comparison', RESULTS)[registry.VERDICTS_KEY]
+    assert claims.verdicts(chapter) == results.load('07_tinyagent_comparison', RESULTS)[chapter.VERDICTS_KEY]
     resets = {name: runs[name] for name in RESET_RUNS}
-    assert claims.verdicts(resets) == results.load('08_design_questions', RESULTS)[registry.VERDICTS_KEY]
-    nine = results.load(registry.SEED_NOTEBOOK, RESULTS)
-    seeds = nine[registry.SEED_SUMMARY_KEY]['seeds']
-    for summary in nine[registry.SCALE_VERDICTS_KEY]:
+    assert claims.verdicts(resets) == results.load('08_design_questions', RESULTS)[chapter.VERDICTS_KEY]
+    nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
+    seeds = nine[chapter.SEED_SUMMARY_KEY]['seeds']
+    for summary in nine[chapter.SCALE_VERDICTS_KEY]:
         assert claims.by_key(summary['key']).evaluate(runs)[0] == summary['held'][seeds.index(0)], summary['key']
 
 
@@ -238,10 +238,10 @@ def test_every_explanation_names_a_claim_and_reads_only_runs_that_claim_reads():
 
 def test_every_claim_not_holding_across_the_seeds_has_its_numbers_and_a_reading_recorded():
     from agentrl.ch10.explanations import EXPLANATIONS
-    nine = results.load(registry.SEED_NOTEBOOK, RESULTS)
-    failing = {v['key']: v for v in nine[registry.SEED_VERDICTS_KEY] + nine[registry.SCALE_VERDICTS_KEY]
+    nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
+    failing = {v['key']: v for v in nine[chapter.SEED_VERDICTS_KEY] + nine[chapter.SCALE_VERDICTS_KEY]
                if v['verdict'] != claims.HOLDS}
-    recorded = {e['key']: e for e in nine[registry.EXPLANATIONS_KEY]}
+    recorded = {e['key']: e for e in nine[chapter.EXPLANATIONS_KEY]}
     assert sorted(recorded) == sorted(failing)  # one entry per claim that does not hold, none for one that does
     for key, e in recorded.items():
         assert (e['verdict'], e['held_on'], e['seeds']) == (failing[key]['verdict'], failing[key]['held_on'],

@@ -1,4 +1,5 @@
-"""The package's layers: explicit imports, no cycles, each layer importing only from the layers below it."""
+"""The package's layers: explicit imports, no cycles, each layer importing only from the layers below it; the
+machinery beside the package, which agentrl never imports and notebooks never import."""
 import ast
 from pathlib import Path
 
@@ -6,11 +7,13 @@ import pytest
 
 from agentrl.fingerprint import TRAINING_MODULES, source_fingerprint
 
-PACKAGE = Path(__file__).resolve().parents[1] / 'agentrl'
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / 'agentrl'
+MACHINERY = REPO / 'machinery'
 # rank of each part of the package: a module may import only from parts of lower or equal rank
 RANK = {'paths': 0, 'atomic': 0, 'verified_cache': 0, 'progress': 0, 'fingerprint': 0, 'cpu': 0, 'plotting': 0, 'results': 0,
-        'stopping': 0, 'executors': 0,
-        'core': 1, 'substrate': 2, 'ch10': 3, 'build': 4}
+        'stopping': 0, 'executors': 0, 'chapter': 0, 'side_runs': 0,
+        'core': 1, 'substrate': 2, 'ch10': 3, 'calibration': 4}
 
 
 def modules():
@@ -22,16 +25,17 @@ def part(module_name):
     return module_name.split('.')[1]
 
 
-def imports_of(path):
+def imports_of(path, top='agentrl'):
+    """The modules of package `top` that the file at `path` imports (anywhere in it, lazily too)."""
     tree = ast.parse(path.read_text())
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == 'agentrl':  # from agentrl import results
-            found += [f'agentrl.{alias.name}' for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith('agentrl'):
+        if isinstance(node, ast.ImportFrom) and node.module == top:  # from agentrl import results
+            found += [f'{top}.{alias.name}' for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(top + '.'):
             found.append(node.module)
         elif isinstance(node, ast.Import):
-            found += [alias.name for alias in node.names if alias.name.startswith('agentrl')]
+            found += [alias.name for alias in node.names if alias.name == top or alias.name.startswith(top + '.')]
     return found
 
 
@@ -89,3 +93,26 @@ def test_the_fingerprint_covers_every_module_training_depends_on():
         for path in (PACKAGE / layer).glob('*.py'):
             if path.name != '__init__.py':
                 assert f'{layer}/{path.name}' in listed, f'{layer}/{path.name} is not in the code fingerprint'
+
+
+def test_the_package_never_imports_the_machinery():
+    for path in modules():
+        assert not imports_of(path, 'machinery'), f'{path.relative_to(REPO)} imports the machinery'
+
+
+def test_every_part_of_the_package_has_a_layer():
+    parts = {part(name_of(path)) for path in modules() if '.' in name_of(path)}
+    assert parts <= set(RANK), f'parts of agentrl with no layer in RANK: {sorted(parts - set(RANK))}'
+
+
+def test_notebooks_import_the_package_only():
+    import nbformat
+
+    for path in sorted((REPO / 'notebooks').glob('*.ipynb')):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == 'code':
+                tree = ast.parse(cell.source)
+                names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+                names += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
+                assert not [n for n in names if n.split('.')[0] == 'machinery'], f'{path.name} imports the machinery'
+

@@ -225,7 +225,7 @@ def test_the_worker_starts_in_the_root_folder_with_a_clean_environment_and_no_st
         assert box.run('def f ( a0 ) :\n    return a0\n', 'f', [((1,), 1)])[0] == 'pass'
         pid = box.process.pid
         environ = dict(item.split('=', 1) for item in open(f'/proc/{pid}/environ').read().split('\0') if item)
-        environ.pop('MUTANT_UNDER_TEST', None)  # set by agentrl/build/mutation_plugin.py in a mutation run only
+        environ.pop('MUTANT_UNDER_TEST', None)  # set by machinery/mutation_plugin.py in a mutation run only
         assert sorted(environ) == ['LC_ALL', 'PATH', 'PYTHONHASHSEED']  # nothing of the parent's environment
         assert environ['PYTHONHASHSEED'] == '0' and environ['LC_ALL'] == 'C.UTF-8'
         assert os.readlink(f'/proc/{pid}/cwd') == '/' and os.readlink(f'/proc/{pid}/fd/2') == '/dev/null'

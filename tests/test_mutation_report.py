@@ -1,11 +1,11 @@
-"""The mutation report (agentrl/build/mutation.py) from mutmut's verdicts and the justification file: a survivor is
+"""The mutation report (machinery/mutation.py) from mutmut's verdicts and the justification file: a survivor is
 matched to its justification by what it changes (robust to line shifts), a stale justification and an unjustified
 survivor are listed, equivalent mutants leave the score, and a partial run says so."""
 import pytest
 
-from agentrl.build import mutation
-from agentrl.build.report import between_markers
 from agentrl.paths import README
+from machinery import mutation
+from machinery.report import between_markers
 
 
 def row(status, function='f', line='return a + b', mutated='return a - b', module='agentrl.core.kl'):

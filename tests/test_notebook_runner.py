@@ -7,7 +7,7 @@ import nbformat
 import papermill
 import pytest
 
-from agentrl.build.notebook_runner import NotebookFailed, execute_notebook, main
+from machinery.notebook_runner import NotebookFailed, execute_notebook, main
 
 KERNELSPEC = {'name': 'agentrl-ch10', 'display_name': 'Python (agentrl ch10)', 'language': 'python'}
 COMMITTED = b'{"committed": "copy"}\n'  # what a destination holds before a run; a failure must leave it so
@@ -175,7 +175,7 @@ def test_a_failed_run_leaves_the_committed_results_and_figures_as_they_were(tmp_
 def test_publishing_leaves_alone_the_results_of_other_notebooks_that_changed_meanwhile(tmp_path, monkeypatch):
     # under make -j2 another notebook may rewrite its results while this one runs: the copy this run started
     # from must not be published over the newer file
-    from agentrl.build.notebook_runner import staged_outputs
+    from machinery.notebook_runner import staged_outputs
 
     home = tmp_path / 'results'
     home.mkdir()
@@ -192,7 +192,7 @@ def test_publishing_leaves_alone_the_results_of_other_notebooks_that_changed_mea
 def test_the_cache_dependent_covariance_warning_is_dropped_from_stderr_and_nothing_else():
     import nbformat
 
-    from agentrl.build.notebook_runner import strip_volatile
+    from machinery.notebook_runner import strip_volatile
     warning = ('/x/agentrl/substrate/grpo.py:208: UserWarning: clip_cov treated no token in a minibatch: cov_fraction '
                '0.01 of 152 policy tokens asks for 1, but ... (said once per run)\n'
                '  surrogate = plugin.reshape_surrogate(surrogate, logp, old_logp, advantages, mask, stats)\n')

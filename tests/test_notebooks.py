@@ -8,14 +8,15 @@ import pytest
 import torch
 
 from agentrl import results
-from agentrl.build import registry
-from agentrl.build.notebook_runner import NotebookFailed, coalesce_streams, execute_notebook, main
-from agentrl.build.report import FAITHFULNESS_BEGIN, FAITHFULNESS_END, Recorded, build_report, faithfulness_summary
+from agentrl import chapter
 from agentrl.paths import BOOK_OUTPUTS, README, REPRODUCTION, RESULTS
+from machinery import registry
+from machinery.notebook_runner import NotebookFailed, coalesce_streams, execute_notebook, main
+from machinery.report import FAITHFULNESS_BEGIN, FAITHFULNESS_END, Recorded, build_report, faithfulness_summary
 from conftest import NOTEBOOKS, REPO
 
 ALL_NOTEBOOKS = sorted(p.stem for p in NOTEBOOKS.glob('[0-9][0-9]_*.ipynb'))
-EXACT_BLOCKS = registry.exact_blocks()
+EXACT_BLOCKS = chapter.exact_blocks()
 NUMBER = re.compile(r'[-+]?\d+\.\d+(?:e[-+]?\d+)?')
 
 
@@ -25,7 +26,7 @@ def block_id(block):
 
 def exact_mismatches(block, lines):
     """[(row, book line, our line)] for the exact rows of a book block that our recorded lines do not reproduce."""
-    ours = [registry.collapse(line) for line in lines]
+    ours = [chapter.collapse(line) for line in lines]
     return [(row, want, ours[row] if row < len(ours) else None)
             for row, (want, exact) in enumerate(zip(block.lines, block.exact))
             if exact and (row >= len(ours) or ours[row] != want)]
@@ -37,28 +38,28 @@ def test_book_data_names_its_source_and_holds_every_section():
     data = json.loads(BOOK_OUTPUTS.read_text(encoding='utf-8'))
     assert data['source']['chapter'] == '10'
     assert data['source']['chapter_title'] == 'KL, entropy and regularization'
-    assert data['source']['sections'] == [s.number for s in registry.SECTIONS]
-    for block in registry.book_blocks():
-        assert block.lines and all(line == registry.collapse(line) for line in block.lines), block.label()
-    assert sum(map(sum, (b.exact for b in registry.book_blocks()))) > 0
+    assert data['source']['sections'] == [s.number for s in chapter.SECTIONS]
+    for block in chapter.book_blocks():
+        assert block.lines and all(line == chapter.collapse(line) for line in block.lines), block.label()
+    assert sum(map(sum, (b.exact for b in chapter.book_blocks()))) > 0
 
 
 def test_book_table_10_7_is_the_first_block_of_10_7():
-    columns, rows = registry.book_table_10_7()
-    block = registry.blocks_of('10.7')[0]
+    columns, rows = chapter.book_table_10_7()
+    block = chapter.blocks_of('10.7')[0]
     assert [' | '.join(columns)] + [' | '.join(row[c] for c in columns) for row in rows] == list(block.lines)
 
 
 def test_every_notebook_is_registered_and_every_registered_notebook_exists():
-    registered = registry.chapter_notebooks() + registry.beyond_notebooks()
+    registered = chapter.chapter_notebooks() + chapter.beyond_notebooks()
     assert sorted(registered) == ALL_NOTEBOOKS
 
 
 def test_registry_lists_make_targets(capsys):
     assert registry.main(['--chapter']) == 0
-    assert capsys.readouterr().out.split() == [f'nb-{stem}' for stem in registry.chapter_notebooks()]
+    assert capsys.readouterr().out.split() == [f'nb-{stem}' for stem in chapter.chapter_notebooks()]
     assert registry.main(['--beyond', '--stems']) == 0
-    assert capsys.readouterr().out.split() == registry.beyond_notebooks()
+    assert capsys.readouterr().out.split() == chapter.beyond_notebooks()
 
 
 def test_nothing_reads_outside_the_repository():
@@ -82,7 +83,7 @@ def test_committed_results_reproduce_the_exact_lines(block):
     assert not exact_mismatches(block, recorded[block.key]), f'{block.label()}: (row, book, ours) differ'
 
 
-@pytest.mark.parametrize('block', registry.book_blocks(), ids=block_id)
+@pytest.mark.parametrize('block', chapter.book_blocks(), ids=block_id)
 def test_committed_results_hold_a_block_for_every_book_block(block):
     lines = results.load(block.notebook, RESULTS).get(block.key)
     assert lines, f'{block.notebook} records no lines under {block.key!r} for {block.label()}'
@@ -120,7 +121,7 @@ def seed_verdict(key, held):
 
 
 def test_the_verdict_shift_names_what_moved_and_by_how_much():
-    from agentrl.build import verdict_shift
+    from machinery import verdict_shift
     before = FakeRecorded({
         '07_tinyagent_comparison': {'verdicts': [dict(key='a', kind='mechanism', text='claim a', held=True)]},
         '09_seeds': {'seed_verdicts': [seed_verdict('a', [True] * 5), seed_verdict('b', [True, True, True, False, False]),
@@ -151,7 +152,7 @@ def test_the_verdict_shift_names_what_moved_and_by_how_much():
 
 
 def test_the_recorded_verdict_snapshot_covers_every_verdict_the_results_hold():
-    from agentrl.build import verdict_shift
+    from machinery import verdict_shift
     snapshot = verdict_shift.load_snapshot()
     assert snapshot is not None, 'reports/verdicts-before-fast-engine.json is missing'
     now = verdict_shift.verdict_records(Recorded(RESULTS))
@@ -159,10 +160,10 @@ def test_the_recorded_verdict_snapshot_covers_every_verdict_the_results_hold():
 
 
 def test_every_setting_of_the_book_table_has_our_seed_0_row_and_seed_summary():
-    columns, rows = registry.book_table_10_7()
-    block = registry.blocks_of('10.7')[0]
-    ours = {registry.collapse(line).split(' | ')[0] for line in results.load(block.notebook, RESULTS)[block.key]}
-    summary = results.load(registry.SEED_NOTEBOOK, RESULTS)[registry.SEED_SUMMARY_KEY]
+    columns, rows = chapter.book_table_10_7()
+    block = chapter.blocks_of('10.7')[0]
+    ours = {chapter.collapse(line).split(' | ')[0] for line in results.load(block.notebook, RESULTS)[block.key]}
+    summary = results.load(chapter.SEED_NOTEBOOK, RESULTS)[chapter.SEED_SUMMARY_KEY]
     spread = {row['setting'] for row in summary['rows']}
     for row in rows:
         assert row[columns[0]] in ours and row[columns[0]] in spread, row[columns[0]]
@@ -279,8 +280,8 @@ def assert_line_matches(line, expected, label):
 
 def recorded_block(notebook_runs, section, index, **parameters):
     """The lines a notebook recorded for one of the book's blocks, white space collapsed."""
-    block = registry.blocks_of(section)[index]
-    return [registry.collapse(line) for line in notebook_runs.results(block.notebook, **parameters)[block.key]]
+    block = chapter.blocks_of(section)[index]
+    return [chapter.collapse(line) for line in notebook_runs.results(block.notebook, **parameters)[block.key]]
 
 
 @pytest.mark.slow
@@ -435,9 +436,9 @@ def test_show_prints_exactly_what_it_records(tmp_path, capsys):
 
 
 def test_the_report_marks_exact_lines_that_differ(tmp_path):
-    from agentrl.build.report import compare_block
+    from machinery.report import compare_block
 
-    block = registry.blocks_of('10.8')[2]  # the memory table: row 0 measured, the model-size rows exact
+    block = chapter.blocks_of('10.8')[2]  # the memory table: row 0 measured, the model-size rows exact
     ours = ['TinyAgent: 1 parameters', block.lines[1], block.lines[2].replace('119', '118'), block.lines[3]]
     results.record(block.notebook, block.key, ours, tmp_path)
     lines, n_exact, n_match, n_measured = compare_block(block, Recorded(tmp_path))
@@ -447,10 +448,10 @@ def test_the_report_marks_exact_lines_that_differ(tmp_path):
 
 
 def test_the_report_says_what_is_not_executed_and_fills_the_readme_between_its_markers(tmp_path):
-    from agentrl.build.report import with_faithfulness
+    from machinery.report import with_faithfulness
 
     text = build_report(tmp_path)  # no results at all
-    assert text.count('*Not executed yet: no recorded results.*') == len(registry.SECTIONS)
+    assert text.count('*Not executed yet: no recorded results.*') == len(chapter.SECTIONS)
     readme = f'intro\n{FAITHFULNESS_BEGIN}\nstale\n{FAITHFULNESS_END}\nrest\n'
     updated = with_faithfulness(readme, Recorded(tmp_path))
     assert updated.startswith(f'intro\n{FAITHFULNESS_BEGIN}\n') and updated.endswith(f'{FAITHFULNESS_END}\nrest\n')
@@ -459,7 +460,7 @@ def test_the_report_says_what_is_not_executed_and_fills_the_readme_between_its_m
 
 
 def test_the_substrate_lines_name_the_frozen_trial_and_the_rows_it_misses_on_each_set_of_seeds():
-    from agentrl.build.report import substrate_lines
+    from machinery.report import substrate_lines
 
     def row(quantity, mean, holds):
         return dict(quantity=quantity, mean=mean, holds=holds, low=0.1, high=0.5, fmt='{:.2f}', book='0.3')
@@ -479,7 +480,7 @@ def test_the_substrate_lines_name_the_frozen_trial_and_the_rows_it_misses_on_eac
 
 
 def test_the_long_grammar_line_says_whether_its_study_froze_a_trial_and_what_the_default_rule_decided():
-    from agentrl.build.report import long_study_lines
+    from machinery.report import long_study_lines
 
     def trial(number, held, confirmed):
         rows = [dict(quantity=f'row {i}', holds=i < held) for i in range(26)]
@@ -496,7 +497,7 @@ def test_the_long_grammar_line_says_whether_its_study_froze_a_trial_and_what_the
 
 
 def test_the_across_substrate_lines_set_the_two_frozen_substrates_side_by_side():
-    from agentrl.build.report import across_lines
+    from machinery.report import across_lines
 
     def row(key, t45, long, label):
         # in the stored record's order (its keys sorted): the lines still put trial 45 first
@@ -517,7 +518,7 @@ def test_the_across_substrate_lines_set_the_two_frozen_substrates_side_by_side()
 
 
 def test_readme_timings_block_is_the_one_the_search_and_sweep_records_give():
-    from agentrl.build.report import TIMINGS_BEGIN, TIMINGS_END, timing_lines
+    from machinery.report import TIMINGS_BEGIN, TIMINGS_END, timing_lines
     text = README.read_text(encoding='utf-8')
     assert TIMINGS_BEGIN in text and TIMINGS_END in text, 'README.md lacks the timings markers `make report` fills in'
     block = text[text.index(TIMINGS_BEGIN) + len(TIMINGS_BEGIN):text.index(TIMINGS_END)]
@@ -525,7 +526,7 @@ def test_readme_timings_block_is_the_one_the_search_and_sweep_records_give():
 
 
 def test_the_search_timing_waits_for_the_budget_and_then_reads_every_session_from_the_record():
-    from agentrl.build.report import long_search_timing, sweep_timing
+    from machinery.report import long_search_timing, sweep_timing
 
     def trial(number, state, seconds, **extra):
         return dict(number=number, state=state, rows_held=20 if state == 'COMPLETE' else None, band_distance=1.0,

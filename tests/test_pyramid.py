@@ -1,8 +1,8 @@
 """The README's test table is the suite pytest collects, layer by layer, and every test file has one layer."""
 import pytest
 
-from agentrl.build import pyramid
 from agentrl.paths import README
+from machinery import pyramid
 from conftest import REPO
 
 

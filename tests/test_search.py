@@ -1,4 +1,4 @@
-"""The calibration search (agentrl/build/search.py): objective order, pruning, the freeze rule, the search space,
+"""The calibration search (machinery/search.py): objective order, pruning, the freeze rule, the search space,
 snapshot and resume, the exports, stopping; on fake measurements, and one two-trial smoke run on the real ones."""
 import csv
 import dataclasses
@@ -15,8 +15,9 @@ from pathlib import Path
 import optuna
 import pytest
 
-from agentrl.build import search as S
+from agentrl.calibration import freeze
 from agentrl.substrate.config import CANDIDATES, Habits, SFTConfig, SubstrateConfig
+from machinery import search as S
 
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 TESTS = Path(__file__).resolve().parent
@@ -120,12 +121,13 @@ def test_the_objective_orders_by_rows_held_first_then_by_band_distance():
 
 
 def test_a_trial_records_the_band_distance_of_calibrates_rows():
-    from agentrl.build import calibrate
-    vocabulary, invalid = calibrate.ROWS[0], next(s for s in calibrate.ROWS if 'invalid calls' in s.quantity)
-    judged = [calibrate.judge_row(vocabulary, [385, 385]),  # band 280-350: 35 above, half its width
-              calibrate.judge_row(invalid, [0.05, 0.45]),  # <= 0.10, width 0.1: the mean 0.25 is 1.5 widths above
-              calibrate.judge_row(vocabulary, [300])]  # inside: 0
-    record = S.rows_record(judged, calibrate)
+    from agentrl.calibration import measure as calibration_measure, rows as calibration_rows
+
+    vocabulary, invalid = calibration_rows.ROWS[0], next(s for s in calibration_rows.ROWS if 'invalid calls' in s.quantity)
+    judged = [calibration_rows.judge_row(vocabulary, [385, 385]),  # band 280-350: 35 above, half its width
+              calibration_rows.judge_row(invalid, [0.05, 0.45]),  # <= 0.10, width 0.1: the mean 0.25 is 1.5 widths above
+              calibration_rows.judge_row(vocabulary, [300])]  # inside: 0
+    record = S.rows_record(judged, calibration_measure)
     assert record['rows_held'] == 1 and record['band_distance'] == pytest.approx(2.0)
     assert [r['distance'] for r in record['rows']] == pytest.approx([0.5, 1.5, 0.0])
     assert record['rows'][1] == dict(quantity=invalid.quantity, book='0.04', low=None, high=0.1, fmt='{:.3f}',
@@ -206,27 +208,27 @@ def record(number, held, distance, confirmation=None, state='COMPLETE'):
 
 def test_a_candidate_holding_all_rows_is_confirmed_then_frozen_if_it_holds_24_on_the_confirmation_seeds():
     records = [record(0, 20, 3.0), record(1, 26, 0.0), record(2, 25, 0.1)]
-    decision = S.decide(records, exhausted=False)
+    decision = freeze.decide(records, exhausted=False)
     assert (decision.action, decision.confirm) == ('confirm', (1,))
     records[1] = record(1, 26, 0.0, confirmation=(24, 0.4))
-    decision = S.decide(records, exhausted=False)
+    decision = freeze.decide(records, exhausted=False)
     assert (decision.action, decision.frozen) == ('freeze', 1) and '24 on the confirmation seeds' in decision.reason
-    assert S.decide(records, exhausted=True).frozen == 1  # a confirmed candidate wins over the fallback
+    assert freeze.decide(records, exhausted=True).frozen == 1  # a confirmed candidate wins over the fallback
 
 
 def test_an_unconfirmed_candidate_does_not_stop_the_search_while_the_budget_lasts():
     records = [record(0, 26, 0.0, confirmation=(23, 0.2)), record(1, 25, 0.0), record(2, 12, 9.0, state='PRUNED')]
-    decision = S.decide(records, exhausted=False)
+    decision = freeze.decide(records, exhausted=False)
     assert decision.action == 'search' and 'fewer than 24' in decision.reason
-    assert S.decide([], exhausted=False).action == 'search'
-    assert S.decide([], exhausted=True).action == 'none'
+    assert freeze.decide([], exhausted=False).action == 'search'
+    assert freeze.decide([], exhausted=True).action == 'none'
 
 
 def test_when_the_budget_is_used_the_five_best_are_confirmed_and_the_best_on_the_confirmation_seeds_frozen():
     records = [record(0, 22, 1.0), record(1, 24, 2.0), record(2, 24, 1.5), record(3, 25, 9.0), record(4, 23, 0.1),
                record(5, 22, 0.5), record(6, 26, 0.0, confirmation=(20, 3.0)), record(7, 25, 1.0, state='PRUNED'),
                record(8, 22, 0.9)]
-    decision = S.decide(records, exhausted=True)
+    decision = freeze.decide(records, exhausted=True)
     # most rows first, then the smaller band distance: 6 (26), 3 (25), 2 (24, 1.5), 1 (24, 2.0), 4 (23); 6 is measured
     assert (decision.action, decision.confirm) == ('confirm', (3, 2, 1, 4))
     confirmations = {3: (22, 0.5), 2: (23, 0.9), 1: (23, 0.4), 4: (21, 0.0)}
@@ -234,7 +236,7 @@ def test_when_the_budget_is_used_the_five_best_are_confirmed_and_the_best_on_the
         if r['number'] in confirmations:
             r['confirmation'] = dict(rows_held=confirmations[r['number']][0],
                                      band_distance=confirmations[r['number']][1])
-    decision = S.decide(records, exhausted=True)
+    decision = freeze.decide(records, exhausted=True)
     assert (decision.action, decision.frozen) == ('freeze', 1)  # 23 rows on the confirmation seeds, the smaller distance
     assert 'trial 1 (24 of 26 rows on the search seeds, 23 on the confirmation seeds)' in decision.reason
 
@@ -243,18 +245,18 @@ def test_the_freeze_rule_read_from_an_export_uses_the_budget_the_study_recorded(
     trials = [record(0, 24, 0.3, confirmation=(22, 0.5)), record(1, 23, 0.1, confirmation=(23, 0.9)),
               record(2, 12, 9.0, state='PRUNED')]
     export = dict(attrs=dict(budget=dict(trials=300, seconds=600), search_seconds=599.0), trials=trials)
-    assert S.decision_from_export(export)[0].action == 'search'  # 1 s of budget left
+    assert freeze.decision_from_export(export)[0].action == 'search'  # 1 s of budget left
     export['attrs']['search_seconds'] = 600.0
-    decision, recs = S.decision_from_export(export)
+    decision, recs = freeze.decision_from_export(export)
     assert (decision.action, decision.frozen, recs) == ('freeze', 1, trials)
     export['attrs'].update(search_seconds=0.0, budget=dict(trials=2, seconds=600))  # 2 complete trials: used
-    assert S.decision_from_export(export)[0].frozen == 1
+    assert freeze.decision_from_export(export)[0].frozen == 1
 
 
 def test_the_default_substrate_is_the_configuration_the_committed_record_freezes():
     from agentrl.paths import REPO
     from agentrl.substrate import config
-    decision, recs = S.decision_from_export(json.loads((REPO / 'calibration' / 'trials.json').read_text()))
+    decision, recs = freeze.decision_from_export(json.loads((REPO / 'calibration' / 'trials.json').read_text()))
     assert decision.action == 'freeze', decision.reason
     frozen = next(r for r in recs if r['number'] == decision.frozen)
     assert config.DEFAULT == SubstrateConfig.from_description(frozen['config'])
@@ -266,13 +268,13 @@ def test_the_long_grammar_candidate_is_the_trial_its_study_froze_and_the_default
     from agentrl.paths import REPO
     from agentrl.substrate import config
     export = json.loads((REPO / 'calibration' / 'long-grammar' / 'trials.json').read_text())
-    decision, recs = S.decision_from_export(export)
+    decision, recs = freeze.decision_from_export(export)
     assert decision.action == 'freeze', decision.reason
     frozen = next(r for r in recs if r['number'] == decision.frozen)
     assert CANDIDATES['long'] == SubstrateConfig.from_description(frozen['config']) and CANDIDATES['long'].grammar == 'long'
     assert CANDIDATES['long'].key() == frozen['config_key']
     # the rule fixed before the search: the default only if it held all 26 rows on seeds 0-4 and >= 24 on seeds 5-9
-    earned = frozen['rows_held'] == S.ALL_ROWS and (frozen.get('confirmation') or {}).get('rows_held', 0) >= S.CONFIRM_ROWS
+    earned = frozen['rows_held'] == freeze.ALL_ROWS and (frozen.get('confirmation') or {}).get('rows_held', 0) >= freeze.CONFIRM_ROWS
     assert (config.DEFAULT == CANDIDATES['long']) == earned
     assert earned or config.DEFAULT == CANDIDATES['t45']
 
@@ -435,7 +437,7 @@ def test_trials_left_running_by_a_killed_search_are_failed_and_queued_again_when
 def search_script(tmp_path, arguments):
     """A search in a process of its own (so that it can be signalled), built by search_in(tmp_path, arguments)."""
     return (f'import sys; sys.path.insert(0, {str(TESTS)!r})\n'
-            'import test_search as T\nfrom agentrl.build import search as S\n'
+            'import test_search as T\nfrom machinery import search as S\n'
             f'sys.exit(S.run_search(T.search_in(T.Path({str(tmp_path)!r}), {arguments})))\n')
 
 
@@ -535,11 +537,11 @@ def tiny_space(trial):
 
 
 def test_two_real_trials_run_end_to_end_on_a_tiny_configuration_in_two_processes(tmp_path, monkeypatch):
-    from agentrl.build import calibrate
+    from agentrl.calibration import measure as calibration_measure, rows as calibration_rows
 
     monkeypatch.setenv('AGENTRL_CACHE_DIR', str(tmp_path / 'agentrl-cache'))
-    tiny = calibrate.Protocol(seeds=(0,), batch_seeds=(0,), short_steps=2, long_steps=3, attempts=8)  # pass@8: >= 8
-    search = search_in(tmp_path, trials=2, measure='agentrl.build.calibrate', space=tiny_space, protocol=tiny,
+    tiny = calibration_measure.Protocol(seeds=(0,), batch_seeds=(0,), short_steps=2, long_steps=3, attempts=8)  # pass@8: >= 8
+    search = search_in(tmp_path, trials=2, measure='agentrl.calibration.measure', space=tiny_space, protocol=tiny,
                        confirmation=tiny)
     assert S.run_search(search) == 0
     trials = load(search).trials

@@ -9,8 +9,8 @@ import nbformat
 import pytest
 
 from agentrl import paths, plotting, results
-from agentrl.build import registry, side_runs
-from agentrl.build.notebook_runner import PARAMETERS_TAG, execute_notebook, first_tagged
+from agentrl import side_runs
+from machinery.notebook_runner import PARAMETERS_TAG, execute_notebook, first_tagged
 from conftest import NOTEBOOKS, REPO
 
 ALL_NOTEBOOKS = sorted(p.stem for p in NOTEBOOKS.glob('[0-9][0-9]_*.ipynb'))
@@ -33,12 +33,12 @@ def parameters_cell(name):
 
 
 @pytest.mark.parametrize('name', ALL_NOTEBOOKS)
-def test_the_registry_holds_each_notebooks_committed_parameters(name):
+def test_the_committed_parameters_are_what_the_notebooks_parameters_cell_assigns(name):
     nb, index = parameters_cell(name)
     assigned = {statement.targets[0].id: ast.literal_eval(statement.value)
                 for statement in ast.parse(nb.cells[index].source).body}
-    assert list(assigned.items()) == list(registry.committed_parameters(name).items()), \
-        f'{name}: its parameters cell and agentrl.build.registry.PARAMETERS differ'
+    assert list(assigned.items()) == list(side_runs.committed_parameters(name).items()), \
+        f'{name}: its parameters cell and what papermill reads of it differ'
 
 
 @pytest.mark.parametrize('name', ALL_NOTEBOOKS)
@@ -49,7 +49,7 @@ def test_each_notebook_routes_its_outputs_in_the_cell_after_its_parameters(name)
     calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call) and ast.unparse(node.func) ==
              'side_runs.route_outputs']
     assert len(calls) == 1, f'{name}: the cell after the parameters calls side_runs.route_outputs {len(calls)} times'
-    names = list(registry.committed_parameters(name))
+    names = list(side_runs.committed_parameters(name))
     assert ast.unparse(calls[0]) == f'side_runs.route_outputs(NOTEBOOK, {", ".join(f"{n}={n}" for n in names)})'
     writes = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Attribute)
               and isinstance(node.value, ast.Name) and node.value.id in ('results', 'plotting')]
@@ -57,7 +57,7 @@ def test_each_notebook_routes_its_outputs_in_the_cell_after_its_parameters(name)
 
 
 def test_committed_values_leave_the_committed_folders_and_print_nothing(committed_homes, capsys):
-    side_runs.route_outputs('09_seeds', **registry.PARAMETERS['09_seeds'])  # the committed values, [0, 1, 2, 3, 4]
+    side_runs.route_outputs('09_seeds', **side_runs.committed_parameters('09_seeds'))  # the committed values, [0, 1, 2, 3, 4]
     assert (paths.results_dir(), paths.figures_dir()) == (paths.RESULTS, paths.FIGURES)
     assert capsys.readouterr().out == ''
 
@@ -73,7 +73,7 @@ def test_other_values_write_aside_and_say_where_in_one_line(committed_homes, cap
     assert written == folder / 'figures' / 'ch10-side-probe.svg' and written.is_file()
     assert results.load('09_seeds', folder / 'results') == {'probe': 1}
     assert not (paths.FIGURES / 'ch10-side-probe.svg').exists()
-    side_runs.route_outputs('09_seeds', **registry.PARAMETERS['09_seeds'])  # back to the committed values
+    side_runs.route_outputs('09_seeds', **side_runs.committed_parameters('09_seeds'))  # back to the committed values
     assert (paths.results_dir(), paths.figures_dir()) == (paths.RESULTS, paths.FIGURES)
 
 
@@ -103,7 +103,7 @@ def test_route_outputs_wants_exactly_the_notebooks_parameters(committed_homes):
     with pytest.raises(TypeError, match=r"got the parameters seed; pass exactly the notebook's parameters, in "
                                         r"order: seed, processes"):
         side_runs.route_outputs('07_tinyagent_comparison', seed=0)
-    with pytest.raises(KeyError, match=r"no committed parameters for notebook 'nb'; the registry knows: "
+    with pytest.raises(KeyError, match=r"no notebook 'nb' in notebooks/ to read committed parameters from; there are: "
                                        r"01_bandit_closed_form, "):
         side_runs.route_outputs('nb', seed=0)
 

@@ -7,8 +7,8 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from agentrl.build import site
 from agentrl.paths import NOTEBOOKS, README, REPRODUCTION
+from machinery import site
 
 REFERENCE = re.compile(r'(?:href|src)="([^"]*)"')
 

@@ -2,8 +2,8 @@
 import torch
 
 import agentrl as arl
-from agentrl.build import profile
-from agentrl.build.bench import SEQUENCE_LENGTHS, FixedLengthEnv
+from machinery import profile
+from machinery.bench import SEQUENCE_LENGTHS, FixedLengthEnv
 from substrate_fixtures import on_main, quick_base, tokenizer  # noqa: F401 (on_main: autouse)
 
 

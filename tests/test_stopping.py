@@ -84,7 +84,7 @@ def start_training_run(tmp_path, via):
     paths['tmp'].mkdir()
     marker = f'stop-test-{uuid.uuid4().hex}'
     env = dict(os.environ, AGENTRL_RUNS_DIR=str(paths['runs']), TMPDIR=str(paths['tmp']), AGENTRL_STOP_TEST=marker)
-    runner = [sys.executable, '-m', 'agentrl.build.notebook_runner', str(notebook)]
+    runner = [sys.executable, '-m', 'machinery.notebook_runner', str(notebook)]
     if via == 'make':  # the Makefile's recipe for a notebook, on this one
         (tmp_path / 'Makefile').write_text(f'SHELL := /bin/bash\n.PHONY: run\nrun:\n\t{" ".join(runner)}\n')
         command = ['make', '--no-print-directory', '-C', str(tmp_path), 'run']
@@ -295,7 +295,7 @@ def test_a_stop_signal_ends_make_calibrate_and_its_measuring_workers(tmp_path, n
 
     status_before, cache_before = git_status(), cache_files()
     marker = f'stop-test-{uuid.uuid4().hex}'
-    process = subprocess.Popen([sys.executable, '-m', 'agentrl.build.calibrate'], stdout=subprocess.PIPE,
+    process = subprocess.Popen([sys.executable, '-m', 'machinery.calibrate'], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True, cwd=tmp_path,
                                env=dict(os.environ, TMPDIR=str(tmp_path), AGENTRL_STOP_TEST=marker))
     procs = wait_for_training(process)
@@ -317,7 +317,7 @@ def test_a_stop_signal_ends_the_substrate_sweep_and_its_cluster(tmp_path, name):
     ends within 5 s, the command ends by the signal with one line and no traceback, and nothing is written."""
     marker = f'stop-test-{uuid.uuid4().hex}'
     status_before = git_status()
-    process = subprocess.Popen([sys.executable, '-m', 'agentrl.build.substrate_sweep', '--substrates', 't45', 't74'],
+    process = subprocess.Popen([sys.executable, '-m', 'machinery.substrate_sweep', '--substrates', 't45', 't74'],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                                cwd=tmp_path, env=dict(os.environ, TMPDIR=str(tmp_path), AGENTRL_STOP_TEST=marker,
                                                       AGENTRL_CACHE_DIR=str(tmp_path / 'cache')))

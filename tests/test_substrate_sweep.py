@@ -1,4 +1,4 @@
-"""The chapter's claims on several substrates (agentrl/ch10/across.py, agentrl/build/substrate_sweep.py): the label
+"""The chapter's claims on several substrates (agentrl/ch10/across.py, machinery/substrate_sweep.py): the label
 rule, the premise check, where each substrate's configuration comes from, and a small sweep recorded, merged and
 checked against the run cache."""
 import dataclasses
@@ -6,10 +6,12 @@ import json
 
 import pytest
 
-from agentrl.build import search, substrate_sweep
+from agentrl.calibration import substrates
+from agentrl.calibration.freeze import decision_from_export
 from agentrl.ch10 import across, claims, experiments, explanations
 from agentrl.paths import REPO
 from agentrl.substrate.config import DEFAULT, SubstrateConfig
+from machinery import substrate_sweep
 from substrate_fixtures import MAIN, PLUMBING_SFT
 
 H, N, S = claims.HOLDS, claims.DOES_NOT_HOLD, claims.SEED_DEPENDENT
@@ -103,22 +105,22 @@ def test_a_run_summary_keeps_what_the_claims_read_and_they_read_the_same_from_it
 
 # ------------------------------------------------------------------------------------------------- the sources
 def test_each_substrate_comes_from_its_studys_committed_record():
-    config, trial = substrate_sweep.substrate_config('t45')
+    config, trial = substrates.substrate_config('t45')
     assert (config, trial) == (DEFAULT, 45)
     export = json.loads((REPO / 'calibration' / 'trials.json').read_text())
     for name, number in [('t74', 74), ('t70', 70), ('t26', 26), ('t66', 66)]:
-        config, trial = substrate_sweep.substrate_config(name)
+        config, trial = substrates.substrate_config(name)
         record = next(r for r in export['trials'] if r['number'] == number)
         assert trial == number and config.describe() == record['config'] and config.grammar == 'short'
         assert record['confirmation'] is not None  # the fallback measured them on the confirmation seeds
     with pytest.raises(ValueError, match="unknown substrate 't99'"):
-        substrate_sweep.substrate_config('t99')
+        substrates.substrate_config('t99')
 
 
 def test_the_long_substrate_is_there_only_once_its_study_has_frozen_a_trial():
-    decision, _ = search.decision_from_export(
+    decision, _ = decision_from_export(
         json.loads((REPO / 'calibration' / 'long-grammar' / 'trials.json').read_text()))
-    found = substrate_sweep.available()
+    found = substrates.available()
     if decision.action == 'freeze':
         assert found['long'][0].grammar == 'long' and found['long'][1] == decision.frozen
     else:

@@ -13,10 +13,11 @@ import pytest
 import torch
 
 from agentrl import executors, stopping
-from agentrl.build import calibrate, search
+from agentrl.calibration import measure as calibration_measure
 from agentrl.ch10 import experiments
 from agentrl.cpu import cpu_pin_status, pin_in_force, pin_wanted
 from agentrl.substrate.config import use
+from machinery import search
 from substrate_fixtures import MAIN, QUICK_SFT
 
 QUICK = dataclasses.replace(MAIN, sft=QUICK_SFT)  # a substrate whose RL base is fine-tuned in seconds
@@ -102,11 +103,11 @@ def test_a_sweep_on_a_dask_cluster_is_the_sweep_through_local_processes(tmp_path
 def test_the_calibration_and_a_search_trial_measure_the_same_on_a_dask_cluster(tmp_path, monkeypatch):
     monkeypatch.delenv(executors.SCHEDULER_VARIABLE, raising=False)
     monkeypatch.setenv('AGENTRL_CACHE_DIR', str(tmp_path / 'cache'))
-    protocol = calibrate.Protocol(seeds=(0, 1), batch_seeds=(0,), short_steps=2, long_steps=3, attempts=8)
-    here = calibrate.measure(QUICK, protocol, processes=1)  # also builds the RL base the workers load
+    protocol = calibration_measure.Protocol(seeds=(0, 1), batch_seeds=(0,), short_steps=2, long_steps=3, attempts=8)
+    here = calibration_measure.measure(QUICK, protocol, processes=1)  # also builds the RL base the workers load
     with cluster_and_client() as (cluster, client):
         workers = worker_processes(client)
-        measured = calibrate.measure(QUICK, protocol, executor=client.get_executor())
+        measured = calibration_measure.measure(QUICK, protocol, executor=client.get_executor())
         trial = search.Search(scheduler=cluster.scheduler_address)  # what --scheduler sets
         seeds = search._measured(trial, QUICK, protocol, [('batch', 0), ('seed', 1)])
         workers |= worker_processes(client)

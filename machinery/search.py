@@ -1,9 +1,9 @@
 """The calibration searches as recorded Optuna studies (make calibrate-search), and their freeze rule.
 
-    python -m agentrl.build.search init [--study S] [--commit]          create a study, fix its rules, queue its first trials
-    python -m agentrl.build.search search [--minutes M] [--trials N]   continue the study (2 worker processes)
-    python -m agentrl.build.search confirm                             apply the freeze rule (measures what it needs)
-    python -m agentrl.build.search record                              rewrite the record from the study, measure nothing
+    python -m machinery.search init [--study S] [--commit]          create a study, fix its rules, queue its first trials
+    python -m machinery.search search [--minutes M] [--trials N]   continue the study (2 worker processes)
+    python -m machinery.search confirm                             apply the freeze rule (measures what it needs)
+    python -m machinery.search record                              rewrite the record from the study, measure nothing
 
 A study (TPE sampler) searches the substrate configurations of `space()`, or of that space with some parameters held
 at one value (`STUDIES`: the first study searched everything, the long-grammar study holds `grammar` at 'long'). A
@@ -54,20 +54,18 @@ from optuna.trial import TrialState
 
 from agentrl import executors
 from agentrl.atomic import atomic_output
+from agentrl.calibration.freeze import (ALL_ROWS, BUDGET_SECONDS, BUDGET_TRIALS, CONFIRM_ROWS, FALLBACK_CANDIDATES,
+                                        budget_exhausted, decide, rank)
 from agentrl.fingerprint import code_fingerprint
 from agentrl.paths import REPO
 from agentrl.substrate.config import CANDIDATES, GRAMMARS, HELDOUT_RULES, SLIP_KINDS, FAMILY_SETS, SubstrateConfig
 
 STUDY_NAME = 'tinyagent-calibration'
-ALL_ROWS = 26  # the calibration rows of agentrl/build/calibrate.py
 
-# The search's rules, fixed before it started (not to be tuned on what the search finds):
+# The search's rules, fixed before it started (not to be tuned on what the search finds); the freeze rule and the
+# budget are in agentrl/calibration/freeze.py:
 PRUNE_BELOW = 14  # a trial whose first seed alone holds fewer than 14 of the 26 rows is pruned (its other seeds are
 #                   not measured): it misses by far, and more seeds move a mean, not 13 rows
-CONFIRM_ROWS = 24  # a candidate holding all 26 rows on seeds 0-4 is frozen if it holds >= 24 on seeds 5-9
-FALLBACK_CANDIDATES = 5  # budget used and nothing confirmed: confirm the 5 best, freeze the best on seeds 5-9
-BUDGET_TRIALS = 300  # complete trials ...
-BUDGET_SECONDS = 6 * 3600  # ... or seconds of search time (wall clock, summed over sessions), whichever comes first
 
 MIN_IMPORTANCE_TRIALS = 20  # parameter importances are reported from this many complete trials on
 MAX_ATTEMPTS = 3  # an interrupted trial runs again (same parameters, before new samples); at most 3 runs in all
@@ -234,7 +232,7 @@ class Search:
     budget_seconds: float = BUDGET_SECONDS  # ... or seconds of search time
     protocol: object = None  # a calibrate.Protocol: the seeds of a trial (None: the measurement's SEARCH)
     confirmation: object = None  # the seeds of a confirmation (None: the measurement's CONFIRMATION)
-    measure: object = 'agentrl.build.calibrate'  # the measurement: a module name, or a picklable object with the
+    measure: object = 'agentrl.calibration.measure'  # the measurement: a module name, or a picklable object with the
     #                                              same functions (prepare, measure_seed, measure_batch, judge, ...)
     space: object = None  # trial -> SubstrateConfig, a picklable function (None: SPACE narrowed by `fixed`)
     fixed: tuple = ()  # (parameter, value) pairs this study holds at one value instead of searching them
@@ -442,7 +440,7 @@ def seed_trials(search):
     -> [(their trial number there, params here)]."""
     export = json.loads((Path(search.seeded_from) / 'trials.json').read_text())
     complete = sorted((r for r in export['trials'] if r['state'] == 'COMPLETE' and r.get('rows_held') is not None),
-                      key=_rank)
+                      key=rank)
     if len(complete) < search.seeded_count:
         raise ValueError(f'{search.seeded_from} has {len(complete)} complete trials; {search.seeded_count} are asked for')
     seeded, seen = [], set()
@@ -554,91 +552,10 @@ def counts(recs):
 def budget_used(study, search):
     """The search budget: BUDGET_TRIALS complete trials or BUDGET_SECONDS of search time."""
     complete = len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
-    return _exhausted(complete, study.user_attrs.get('search_seconds', 0.0), search.budget_trials, search.budget_seconds)
+    return budget_exhausted(complete, study.user_attrs.get('search_seconds', 0.0), search.budget_trials,
+                            search.budget_seconds)
 
 
-def _exhausted(complete, seconds, budget_trials, budget_seconds):
-    return complete >= budget_trials or seconds >= budget_seconds
-
-
-# ---------------------------------------------------------------------------------------------- the freeze rule
-@dataclasses.dataclass(frozen=True)
-class Decision:
-    """What the freeze rule says to do next."""
-    action: str  # 'search' (keep searching), 'confirm' (measure `confirm` on the confirmation seeds first),
-    #              'freeze' (trial `frozen` becomes config.DEFAULT), 'none' (budget used, no trial completed)
-    reason: str
-    confirm: tuple = ()  # trial numbers to measure on the confirmation seeds
-    frozen: int = None  # the trial frozen
-    confirmed: bool = False  # frozen by (a), all rows on the search seeds and enough on the confirmation seeds; not
-    #                          by the fallback (b)
-
-
-def _rank(record):
-    return (-record['rows_held'], record['band_distance'], record['number'])
-
-
-def _confirmed_rank(record):
-    return (-record['confirmation']['rows_held'], record['confirmation']['band_distance'], record['number'])
-
-
-def _held(record):
-    text = f'trial {record["number"]} ({record["rows_held"]} of {ALL_ROWS} rows on the search seeds'
-    if record.get('confirmation'):
-        text += f', {record["confirmation"]["rows_held"]} on the confirmation seeds'
-    return text + ')'
-
-
-def decide(recs, exhausted):
-    """The freeze rule over trial records (`exhausted`: the budget is used) -> Decision.
-
-    (a) A complete trial holding all 26 rows on seeds 0-4 is measured on seeds 5-9 (batch seeds 10-19); if it holds
-    at least 24 there, it is frozen (of several, the most rows there, then the smaller band distance there).
-    (b) If none is confirmed and the budget is used: the 5 complete trials with the most rows on seeds 0-4 (ties:
-    the smaller band distance) are measured on seeds 5-9, and the one with the most rows there is frozen (same tie).
-    """
-    complete = sorted((r for r in recs if r['state'] == 'COMPLETE' and r.get('rows_held') is not None), key=_rank)
-    full = [r for r in complete if r['rows_held'] >= ALL_ROWS]
-    confirmed = [r for r in full if r.get('confirmation') and r['confirmation']['rows_held'] >= CONFIRM_ROWS]
-    if confirmed:
-        best = min(confirmed, key=_confirmed_rank)
-        return Decision('freeze', f'{_held(best)} holds all {ALL_ROWS} rows on the search seeds and at least '
-                                  f'{CONFIRM_ROWS} on the confirmation seeds: it is frozen', frozen=best['number'],
-                        confirmed=True)
-    unmeasured = tuple(r['number'] for r in full if not r.get('confirmation'))
-    if unmeasured:
-        return Decision('confirm', f'{", ".join(map(_held, full))} hold all {ALL_ROWS} rows on the search seeds: '
-                                   'measure them on the confirmation seeds', confirm=unmeasured)
-    failed = f' ({", ".join(map(_held, full))} held fewer than {CONFIRM_ROWS} there)' if full else ''
-    if not exhausted:
-        return Decision('search', f'no candidate confirmed{failed} and the budget is not used: keep searching')
-    if not complete:
-        return Decision('none', 'the budget is used and no trial completed: there is nothing to freeze')
-    top = complete[:FALLBACK_CANDIDATES]
-    unmeasured = tuple(r['number'] for r in top if not r.get('confirmation'))
-    if unmeasured:
-        return Decision('confirm', f'the budget is used and no candidate confirmed{failed}: the best {len(top)} '
-                                   f'({", ".join(map(_held, top))}) are measured on the confirmation seeds',
-                        confirm=unmeasured)
-    best = min(top, key=_confirmed_rank)
-    return Decision('freeze', f'the budget is used and no candidate confirmed{failed}; of the {len(top)} best on the '
-                              f'search seeds, {_held(best)} holds the most rows on the confirmation seeds: it is '
-                              'frozen', frozen=best['number'])
-
-
-def decision_from_export(export):
-    """The freeze rule applied to a trials.json export (its parsed dict), without Optuna -> (Decision, records).
-
-    The budget is the one the study recorded; what decide() says here is what it said when the record was written.
-    """
-    attrs, recs = export['attrs'], export['trials']
-    budget = attrs.get('budget') or {}
-    exhausted = _exhausted(sum(r['state'] == 'COMPLETE' for r in recs), attrs.get('search_seconds', 0.0),
-                           budget.get('trials', BUDGET_TRIALS), budget.get('seconds', BUDGET_SECONDS))
-    return decide(recs, exhausted), recs
-
-
-# ---------------------------------------------------------------------------------------- the record, as files
 def _csv_value(value):
     if value is None:
         return ''
@@ -723,7 +640,7 @@ def readme(study, search, recs, decision):
     complete = sorted((r for r in recs if r['state'] == 'COMPLETE' and r['rows_held'] is not None),
                       key=lambda r: r['number'])
     out = [f'# {search.title}', '',
-           f'Written by `python -m agentrl.build.search` from the Optuna study `{study.study_name}` in `study.db` '
+           f'Written by `python -m machinery.search` from the Optuna study `{study.study_name}` in `study.db` '
            '(do not edit by hand). `trials.csv` has one line per trial, `trials.json` everything (every row of '
            'every trial on every seed), `search.log` what each session did.', '',
            '## Where it stands', '',
@@ -752,7 +669,7 @@ def readme(study, search, recs, decision):
             '| trial | rows held | band distance | best so far: rows held | band distance | trial |', '|---|---|---|---|---|---|']
     best = None
     for r in complete:
-        improved = best is None or _rank(r) < _rank(best)
+        improved = best is None or rank(r) < rank(best)
         best = r if improved else best
         if improved or r is complete[-1]:
             out.append(f'| {r["number"]} | {r["rows_held"]} | {r["band_distance"]:.3f} | {best["rows_held"]} | '
@@ -762,7 +679,7 @@ def readme(study, search, recs, decision):
     out += ['', '## The best trials', '',
             '| trial | rows held (search seeds) | band distance | confirmation: rows held | band distance | '
             'candidate |', '|---|---|---|---|---|---|']
-    for r in sorted(complete, key=_rank)[:10]:
+    for r in sorted(complete, key=rank)[:10]:
         c = r.get('confirmation')
         confirmed = f'{c["rows_held"]} | {c["band_distance"]:.3f}' if c else '- | -'
         origin = r['candidate'] or (f'trial {r["seeded_from"]} there' if r.get('seeded_from') is not None else '')
@@ -770,7 +687,7 @@ def readme(study, search, recs, decision):
     if not complete:
         out.append('| - | - | - | - | - | - |')
     if complete:
-        top = min(complete, key=_rank)
+        top = min(complete, key=rank)
         out += ['', f'Trial {top["number"]}, the best so far:', '',
                 rows_table(top['rows'], top['seeds'], (top['protocol'] or {}).get('batch_seeds')), '',
                 'Its configuration:', '', '```python',
@@ -813,11 +730,11 @@ def readme(study, search, recs, decision):
             'Point the study at a database server Optuna supports (PostgreSQL or MySQL; install its driver, e.g. '
             '`pip install psycopg2-binary`), and run the same command on every machine; each runs 2 workers, and the '
             'server hands each trial to one worker. The first session copies this `study.db` onto the server:', '',
-            '```bash', 'python -m agentrl.build.search search --storage postgresql://user@host/db', '```', '',
+            '```bash', 'python -m machinery.search search --storage postgresql://user@host/db', '```', '',
             'Search time is then summed over the machines. When it is done, bring the study back into this folder '
             '(study.db, the exports, this README) and commit it:', '',
-            '```bash', 'python -m agentrl.build.search record --storage postgresql://user@host/db',
-            'python -m agentrl.build.search confirm --storage postgresql://user@host/db', '```', '']
+            '```bash', 'python -m machinery.search record --storage postgresql://user@host/db',
+            'python -m machinery.search confirm --storage postgresql://user@host/db', '```', '']
     return '\n'.join(out)
 
 

@@ -1,7 +1,7 @@
 """A static site of the companion: every notebook as committed, the README, REPRODUCTION.md and an index, readable
 offline, with every formula typeset by the build.
 
-Usage: python -m agentrl.build.site [--out site]
+Usage: python -m machinery.site [--out site]
 
 Pages are rendered with nbconvert from the committed notebooks (nothing is executed), so the site shows exactly
 what the repository holds. Every formula (`$...$`, `$$...$$`, `\\(...\\)`, `\\[...\\]`) in the Markdown cells, the
@@ -22,7 +22,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from agentrl.build.registry import BEYOND, SECTIONS
+from agentrl.chapter import BEYOND, SECTIONS
 from agentrl.paths import README, REPO, REPRODUCTION
 
 INDEX, REPORT, README_PAGE = 'index.html', 'reproduction.html', 'readme.html'
@@ -523,7 +523,7 @@ def build(out):
     for stem, label, title in pages():
         path = REPO / 'notebooks' / f'{stem}.ipynb'
         if not path.is_file():
-            raise FileNotFoundError(f'{path}: listed in agentrl/build/registry.py but missing')
+            raise FileNotFoundError(f'{path}: listed in agentrl/chapter.py but missing')
         nb = nbformat.read(path, as_version=4)
         nb.metadata['title'] = f'{label} · {title}'
         source = f'notebooks/{stem}.ipynb'

@@ -1,17 +1,12 @@
-"""Which notebook reproduces which section of chapter 10, and under which result key each book output block lives.
+"""The chapter's map: which notebook reproduces which section, the book's printed blocks, and the keys under which a
+notebook records its own lines and results.
 
-One table, read by the report (agentrl.build.report), the tests and the Makefile. The book's printed lines come
-from data/book/chapter10.json (see agentrl.paths.BOOK_OUTPUTS); the lines we print for the same block are recorded
-by the notebook with agentrl.results under the key named here, as a list of strings.
-
-Usage: python -m agentrl.build.registry (--chapter | --beyond | --all) [--stems]
-prints the make targets (nb-<notebook>) of the notebooks that reproduce the chapter (sections 10.1-10.8), of those
-that go beyond it (notebooks 09 and 10), or of all of them; --stems prints the notebook file stems instead.
+The book's printed lines come from data/book/chapter10.json (agentrl.paths.BOOK_OUTPUTS); a notebook records its
+lines for the same block with agentrl.results, under the key named here, as a list of strings. The report, the
+tests and the notebooks read this one table.
 """
-import argparse
 import dataclasses
 import json
-import sys
 from functools import lru_cache
 
 from agentrl.paths import BOOK_OUTPUTS
@@ -64,32 +59,7 @@ EXPLANATIONS_KEY = 'explanations'  # notebook 09: agentrl.ch10.explanations.expl
 ACROSS_NOTEBOOK = '11_substrates'  # the claims judged on several substrates (agentrl.ch10.across)
 SUBSTRATES_KEY = 'substrates'  # notebook 11: a line per known substrate, swept or not (its printed block)
 CLAIM_TABLE_KEY = 'claim_table'  # notebook 11: agentrl.ch10.across.claim_table rows
-SUBSTRATE_FACTS_KEY = 'substrate_facts'  # notebook 11: agentrl.build.substrate_sweep.substrate_facts dicts
-
-# Each notebook's parameters as its committed `parameters` cell assigns them, in order (tests/test_side_runs.py
-# keeps the two equal). A run with any other value is a side run (agentrl.build.side_runs): it writes aside.
-PARAMETERS = {
-    '01_bandit_closed_form': {'seed': 0},
-    '02_estimator_moments': {'seed': 0},
-    '03_loss_gradients': {'seed': 0},
-    '04_reward_vs_loss': {'seed': 0},
-    '05_forward_reverse': {'seed': 0},
-    '06_entropy_collapse': {'seed': 0},
-    '07_tinyagent_comparison': {'seed': 0, 'processes': 2},
-    '08_design_questions': {'seed': 0, 'processes': 2},
-    '09_seeds': {'seed': 0, 'seeds': [0, 1, 2, 3, 4], 'processes': 2},
-    '10_exercises': {'seed': 0, 'processes': 2},
-    '11_substrates': {'seed': 0},
-}
-
-
-def committed_parameters(notebook):
-    """The committed parameters of a notebook (file stem) as {name: value}; an unknown notebook raises."""
-    if notebook not in PARAMETERS:
-        raise KeyError(f'no committed parameters for notebook {notebook!r}; the registry knows: '
-                       f'{", ".join(PARAMETERS)}')
-    return PARAMETERS[notebook]
-
+SUBSTRATE_FACTS_KEY = 'substrate_facts'  # notebook 11: agentrl.calibration.substrates.substrate_facts dicts
 
 @dataclasses.dataclass(frozen=True)
 class BookBlock:
@@ -117,17 +87,17 @@ def section(number):
     for entry in SECTIONS:
         if entry.number == number:
             return entry
-    raise KeyError(f'no section {number!r} in the registry; known: {", ".join(s.number for s in SECTIONS)}')
+    raise KeyError(f'no section {number!r} in agentrl.chapter; known: {", ".join(s.number for s in SECTIONS)}')
 
 
 @lru_cache(maxsize=1)
 def book_blocks():
-    """Every book block in the book's order, joined with the registry (a mismatch in block counts raises)."""
+    """Every book block in the book's order, joined with SECTIONS (a mismatch in block counts raises)."""
     found = []
     for raw in book_data()['blocks']:
         entry = section(raw['section'])
         if raw['block'] >= len(entry.block_keys):
-            raise ValueError(f'the book has block {raw["block"]} in {entry.number}, the registry names only '
+            raise ValueError(f'the book has block {raw["block"]} in {entry.number}, SECTIONS names only '
                              f'{len(entry.block_keys)}')
         if len(raw['exact']) != len(raw['lines']):
             raise ValueError(f'{entry.number} block {raw["block"]}: one exactness flag per line expected')
@@ -136,7 +106,7 @@ def book_blocks():
     for entry in SECTIONS:
         have = sum(block.section == entry.number for block in found)
         if have != len(entry.block_keys):
-            raise ValueError(f'{entry.number}: the registry names {len(entry.block_keys)} blocks, the book has {have}')
+            raise ValueError(f'{entry.number}: SECTIONS names {len(entry.block_keys)} blocks, the book has {have}')
     return tuple(found)
 
 
@@ -169,22 +139,3 @@ def beyond_notebooks():
 def collapse(line):
     """A printed line with its runs of white space folded to one space: how the book's lines are stored."""
     return ' '.join(line.split())
-
-
-def main(argv=None):
-    """Command-line entry: print make targets or notebook stems, space-separated, on one line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument('--chapter', action='store_true', help='the notebooks of sections 10.1-10.8')
-    which.add_argument('--beyond', action='store_true', help='the notebooks beyond the book')
-    which.add_argument('--all', action='store_true', help='every notebook of the registry')
-    parser.add_argument('--stems', action='store_true', help='print notebook file stems, not make targets')
-    args = parser.parse_args(argv)
-    stems = (chapter_notebooks() if args.chapter else beyond_notebooks() if args.beyond
-             else chapter_notebooks() + beyond_notebooks())
-    print(' '.join(stems if args.stems else [f'nb-{stem}' for stem in stems]))
-    return 0
-
-
-if __name__ == '__main__':
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""`python -m agentrl.build.profile`: where the time of a fresh `make` goes, measured with a sampling profiler.
+"""`python -m machinery.profile`: where the time of a fresh `make` goes, measured with a sampling profiler.
 
 It runs the steps `make` runs, in make's order (the RL base, then every notebook, then the report), each as its
 own command under py-spy (pinned), which samples every Python process of the step (the notebook's kernel, its
@@ -49,8 +49,8 @@ def steps(repo):
     rl_base = 'import agentrl as arl; arl.make_rl_base(arl.build_tokenizer(arl.make_tasks("all")))'
     out = [('RL base', [python, '-c', rl_base])]
     for notebook in sorted((repo / 'notebooks').glob('[0-9][0-9]_*.ipynb')):
-        out.append((notebook.stem, [python, '-m', 'agentrl.build.notebook_runner', f'notebooks/{notebook.name}']))
-    out.append(('report', [python, '-m', 'agentrl.build.report']))
+        out.append((notebook.stem, [python, '-m', 'machinery.notebook_runner', f'notebooks/{notebook.name}']))
+    out.append(('report', [python, '-m', 'machinery.report']))
     return out
 
 

@@ -1,13 +1,13 @@
 """`make mutation`: mutation testing of the modules that carry the chapter's mechanisms, with the fast suite, and
 the report it writes.
 
-    python -m agentrl.build.mutation run [--keep] [--max-children N] [--no-hand] [MUTANT ...]  # mutmut, then the report
-    python -m agentrl.build.mutation hand [--jobs N]                                # the hand-written mutants only
-    python -m agentrl.build.mutation report [--from-mutants]                        # the report from the data only
+    python -m machinery.mutation run [--keep] [--max-children N] [--no-hand] [MUTANT ...]  # mutmut, then the report
+    python -m machinery.mutation hand [--jobs N]                                # the hand-written mutants only
+    python -m machinery.mutation report [--from-mutants]                        # the report from the data only
 
 mutmut (pinned in requirements.txt, configured in pyproject.toml's [tool.mutmut]) copies agentrl/ into mutants/,
 rewrites each function of the mutated modules into a trampoline over its mutants and runs, for every mutant, the fast
-tests that call the function (agentrl/build/mutation_plugin.py lets the mutants reach the sandbox's worker process).
+tests that call the function (machinery/mutation_plugin.py lets the mutants reach the sandbox's worker process).
 `run` starts from an empty mutants/ unless --keep (then mutmut keeps its earlier verdicts and retests only the named
 mutants, or the new and changed ones).
 
@@ -42,7 +42,7 @@ from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from agentrl.build.report import between_markers, replace_between_markers, write_text
+from machinery.report import between_markers, replace_between_markers, write_text
 from agentrl.paths import README, REPO
 
 REPORT = REPO / 'reports' / 'mutation.md'
@@ -228,7 +228,7 @@ def render(rows, justifications, runs=None, hand=None):
     unchecked = total['not checked']
     modules = [m for m in (module_name(p) for p in mutated_modules()) if per_module[m]['total']]  # with mutants
     lines = ['# Mutation score', '',
-             '<!-- written by `make mutation` (agentrl/build/mutation.py) from reports/mutation-results.json '
+             '<!-- written by `make mutation` (machinery/mutation.py) from reports/mutation-results.json '
              '(mutmut\'s verdicts and the hand mutants\') and the justifications in '
              'reports/mutation-justifications.toml; do not edit by hand -->', '']
     if unchecked:

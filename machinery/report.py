@@ -1,6 +1,6 @@
 """Write REPRODUCTION.md: every output block of the chapter beside ours, exact lines marked, claims held or not.
 
-Usage: python -m agentrl.build.report [--output REPRODUCTION.md] [--results DIR]
+Usage: python -m machinery.report [--output REPRODUCTION.md] [--results DIR]
 
 Reads only data inside the repository: the book's printed lines (data/book/chapter10.json, via the registry) and
 the results the notebooks recorded (results/<notebook>.json, via agentrl.results). It also rewrites the block of
@@ -12,14 +12,16 @@ import json
 import sys
 from pathlib import Path
 
-from agentrl import results
+from agentrl import chapter, results
 from agentrl.atomic import atomic_output
-from agentrl.build import registry, search, substrate_sweep, verdict_shift
+from agentrl.calibration import substrates
+from agentrl.calibration.freeze import decision_from_export
 from agentrl.ch10 import across as across_claims
 from agentrl.ch10.claims import (AT_SCALE, DOES_NOT_HOLD, HOLDS, MECHANISM, OBSERVATION, SEED_DEPENDENT, seed_rule_text,
                                  tally, verdict_line)
 from agentrl.ch10.explanations import explanation_lines
 from agentrl.paths import CALIBRATION, README, REPRODUCTION
+from machinery import search, verdict_shift
 
 FAITHFULNESS_BEGIN = ('<!-- faithfulness: begin (written by `make report` from results/ and calibration/; do not edit by '
                       'hand) -->')
@@ -36,7 +38,7 @@ class Recorded:
     """The recorded results of every registered notebook, each file read once ({} for a notebook not executed)."""
 
     def __init__(self, folder=None):
-        stems = registry.chapter_notebooks() + registry.beyond_notebooks()
+        stems = chapter.chapter_notebooks() + chapter.beyond_notebooks()
         self.data = {stem: results.load(stem, folder, default=None) for stem in stems}
 
     def executed(self, notebook):
@@ -55,7 +57,7 @@ def cell(text):
 
 def compare_block(block, recorded):
     """(Markdown lines of one book block beside ours, exact lines, exact lines that match, measured rows)."""
-    ours = [registry.collapse(line) for line in recorded.get(block.notebook, block.key, [])]
+    ours = [chapter.collapse(line) for line in recorded.get(block.notebook, block.key, [])]
     out = [f'### Table {block.index + 1}\n', '| row | book | ours | |', '|---|---|---|---|']
     n_exact = n_match = n_measured = 0
     for row in range(max(len(block.lines), len(ours))):
@@ -75,10 +77,10 @@ def compare_block(block, recorded):
 def seed_table(recorded):
     """Markdown lines setting the book's 10.7 table, our seed-0 run (notebook 07) and our seed summary (notebook 09)
     side by side, or [] if either of ours is missing."""
-    columns, book_rows = registry.book_table_10_7()
-    ten_seven = registry.blocks_of('10.7')[0]
-    seed0 = [registry.collapse(line).split(' | ') for line in recorded.get(ten_seven.notebook, ten_seven.key, [])]
-    summary = recorded.get(registry.SEED_NOTEBOOK, registry.SEED_SUMMARY_KEY)
+    columns, book_rows = chapter.book_table_10_7()
+    ten_seven = chapter.blocks_of('10.7')[0]
+    seed0 = [chapter.collapse(line).split(' | ') for line in recorded.get(ten_seven.notebook, ten_seven.key, [])]
+    summary = recorded.get(chapter.SEED_NOTEBOOK, chapter.SEED_SUMMARY_KEY)
     if not seed0 or not summary:
         return []
     ours = {cells[0]: cells[1:] for cells in seed0[1:]}
@@ -106,12 +108,12 @@ def claim_counts(found):
 def claims_section(section, recorded):
     """(Markdown lines listing the chapter's claims on the section's runs, the summary-table text)."""
     notebook = section.notebook
-    found = recorded.get(notebook, registry.VERDICTS_KEY) if notebook in registry.VERDICT_NOTEBOOKS else None
+    found = recorded.get(notebook, chapter.VERDICTS_KEY) if notebook in chapter.VERDICT_NOTEBOOKS else None
     if not found:
         return [], ''
     at_10_7 = section.number == '10.7'
     across = {k: v for k, v in seed_verdicts_by_key(recorded).items() if k in {f['key'] for f in found}}
-    scaled = recorded.get(registry.SEED_NOTEBOOK, registry.SCALE_VERDICTS_KEY, []) if at_10_7 else []
+    scaled = recorded.get(chapter.SEED_NOTEBOOK, chapter.SCALE_VERDICTS_KEY, []) if at_10_7 else []
     out = ['### The chapter\'s claims on our runs\n']
     if across:
         seeds = next(iter(across.values()))['seeds']
@@ -122,7 +124,7 @@ def claims_section(section, recorded):
         for v in (v for v in found if v['kind'] == kind):
             seeds = across.get(v['key'])
             after = f' — across seeds: {seed_phrase(seeds)}' if seeds else ''
-            out.append(f'- {registry.collapse(verdict_line(v))}{after}')
+            out.append(f'- {chapter.collapse(verdict_line(v))}{after}')
     counts = claim_counts(found)
     if scaled:
         out.append('\n**The mechanisms that fail at the chapter\'s settings, re-checked at twice the coefficient or '
@@ -130,7 +132,7 @@ def claims_section(section, recorded):
         out.extend(f'- {v["text"]} — {seed_phrase(v)}' for v in scaled)
         holding = sum(v['verdict'] == HOLDS for v in scaled)
         counts += f'; at twice the scale {holding} of {len(scaled)} re-checks hold'
-    readings = recorded.get(registry.SEED_NOTEBOOK, registry.EXPLANATIONS_KEY, []) if at_10_7 else []
+    readings = recorded.get(chapter.SEED_NOTEBOOK, chapter.EXPLANATIONS_KEY, []) if at_10_7 else []
     if readings:
         out.append('\n**Where a claim does not hold across the seeds: what each seed measured, and our reading '
                    '(notebook 09; a reading is shown only where the fact it rests on holds on at least 4 of 5 '
@@ -141,7 +143,7 @@ def claims_section(section, recorded):
 
 def seed_verdicts_by_key(recorded):
     """{claim key: seed-verdict dict} of notebook 09's checks of the chapter's claims on every seed."""
-    return {v['key']: v for v in recorded.get(registry.SEED_NOTEBOOK, registry.SEED_VERDICTS_KEY, [])}
+    return {v['key']: v for v in recorded.get(chapter.SEED_NOTEBOOK, chapter.SEED_VERDICTS_KEY, [])}
 
 
 def seed_phrase(summary):
@@ -152,7 +154,7 @@ def seed_phrase(summary):
 def exact_totals(recorded):
     """(exact lines, exact lines that match) over every book block, read from the recorded results."""
     total = match = 0
-    for block in registry.book_blocks():
+    for block in chapter.book_blocks():
         _, n_exact, n_match, _ = compare_block(block, recorded)
         total, match = total + n_exact, match + n_match
     return total, match
@@ -176,7 +178,7 @@ def substrate_lines(export):
     """The README's lines on the TinyAgent substrate, from calibration/trials.json (parsed): the trial the freeze
     rule chose, how many of `make calibrate`'s rows it holds on the search and on the confirmation seeds, and the
     rows it misses (ours, the band, the book)."""
-    decision, recs = search.decision_from_export(export)
+    decision, recs = decision_from_export(export)
     if decision.action != 'freeze':
         return [f'- **The TinyAgent substrate** is not frozen yet (`calibration/README.md`): {decision.reason}.']
     frozen = next(r for r in recs if r['number'] == decision.frozen)
@@ -200,7 +202,7 @@ def substrate_lines(export):
 def long_study_lines(export):
     """The README's line on the long-grammar calibration study, from its trials.json (parsed): not frozen yet, or
     the trial it froze, the rows it holds, and what the default rule fixed before that search decided."""
-    decision, recs = search.decision_from_export(export)
+    decision, recs = decision_from_export(export)
     where = '`calibration/long-grammar/README.md`'
     if decision.action != 'freeze':
         return [f'- **The long-grammar substrate** (the book\'s longer calls, searched by the same protocol in a '
@@ -219,14 +221,14 @@ def long_study_lines(export):
 def across_lines(recorded):
     """The README's lines on the claims across substrates (notebook 11): trial 45 and the long-grammar substrate
     side by side where both are swept, and the labels over every swept substrate."""
-    rows = recorded.get(registry.ACROSS_NOTEBOOK, registry.CLAIM_TABLE_KEY, [])
+    rows = recorded.get(chapter.ACROSS_NOTEBOOK, chapter.CLAIM_TABLE_KEY, [])
     if not rows:
         return ['- **The same claims on other substrates** (notebook 11): not swept yet (`make substrate-sweep`).']
-    names = substrate_sweep.in_order(rows[0]['cells'])
-    facts = {f['name']: f for f in recorded.get(registry.ACROSS_NOTEBOOK, registry.SUBSTRATE_FACTS_KEY, [])}
+    names = substrates.in_order(rows[0]['cells'])
+    facts = {f['name']: f for f in recorded.get(chapter.ACROSS_NOTEBOOK, chapter.SUBSTRATE_FACTS_KEY, [])}
     labels = [row['label'] for row in rows]
     lines = [f'- **The same claims on {len(names)} substrates** (notebook 11; '
-             + ', '.join(substrate_sweep.heading(facts[n]) for n in names)
+             + ', '.join(substrates.heading(facts[n]) for n in names)
              + f'; seeds 0-4 each): of {len(rows)} claims, {labels.count("robust")} are robust (the same verdict, '
              f'holds or does not hold, on every substrate), {labels.count("substrate-dependent")} '
              f'substrate-dependent and {labels.count("seed-dependent")} seed-dependent.']
@@ -254,7 +256,7 @@ def reading_phrase(found):
 def faithfulness_summary(recorded, calibration=None, snapshot=None):
     """The README's summary of how faithful the reproduction is, as Markdown lines computed from the results (and
     from the calibration record, calibration/trials.json unless another path is given, and the verdict snapshot of
-    agentrl.build.verdict_shift, its recorded one unless another is given)."""
+    machinery.verdict_shift, its recorded one unless another is given)."""
     total, match = exact_totals(recorded)
     verdict = ' — all.' if match == total else ' — **not all**: see `REPRODUCTION.md`.'
     lines = [f'- **Exact lines**: {match} of the {total} lines the book prints as exact arithmetic (sections '
@@ -266,10 +268,10 @@ def faithfulness_summary(recorded, calibration=None, snapshot=None):
     long_export = export.parent / 'long-grammar' / 'trials.json'
     if long_export.exists():
         lines += long_study_lines(json.loads(long_export.read_text()))
-    found = [v for stem in registry.VERDICT_NOTEBOOKS for v in recorded.get(stem, registry.VERDICTS_KEY, [])]
+    found = [v for stem in chapter.VERDICT_NOTEBOOKS for v in recorded.get(stem, chapter.VERDICTS_KEY, [])]
     seed0 = {v['key']: v for v in found}
     across = seed_verdicts_by_key(recorded)
-    readings = {e['key']: e for e in recorded.get(registry.SEED_NOTEBOOK, registry.EXPLANATIONS_KEY, [])}
+    readings = {e['key']: e for e in recorded.get(chapter.SEED_NOTEBOOK, chapter.EXPLANATIONS_KEY, [])}
     if across:
         seeds = next(iter(across.values()))['seeds']
         lines.append(f'- **The chapter\'s claims on our TinyAgent runs on trial 45, seeds {", ".join(map(str, seeds))}** '
@@ -281,14 +283,14 @@ def faithfulness_summary(recorded, calibration=None, snapshot=None):
     if found:
         lines.append(f'- **The same claims on trial 45, seed 0 alone** (notebooks 07 and 08, the chapter\'s single seed): '
                      f'{claim_counts(found)}.')
-    scaled = recorded.get(registry.SEED_NOTEBOOK, registry.SCALE_VERDICTS_KEY, [])
+    scaled = recorded.get(chapter.SEED_NOTEBOOK, chapter.SCALE_VERDICTS_KEY, [])
     if scaled:
         lines.append('- **Re-checked at twice the coefficient or the steps, on trial 45** (notebook 09):')
         for v in scaled:
             lines.append(f'  - {v["text"]}: {seed_phrase(v)}')
             if v['verdict'] != HOLDS:
                 lines.append('    - ' + reading_phrase(readings.get(v['key'])))
-    if recorded.get(registry.ACROSS_NOTEBOOK, registry.SUBSTRATES_KEY) is not None:
+    if recorded.get(chapter.ACROSS_NOTEBOOK, chapter.SUBSTRATES_KEY) is not None:
         lines += across_lines(recorded)
     snapshot = snapshot or verdict_shift.load_snapshot()
     if snapshot and (found or across):
@@ -301,7 +303,7 @@ def build_report(folder=None, snapshot=None):
     (default: the recorded one)."""
     recorded = Recorded(folder)
     body, summary = [], []
-    for section in registry.SECTIONS:
+    for section in chapter.SECTIONS:
         title = f'{section.number} {section.title}'
         body.append(f'## {title}\n\nNotebook: `notebooks/{section.notebook}.ipynb`.\n')
         if not recorded.executed(section.notebook):
@@ -309,7 +311,7 @@ def build_report(folder=None, snapshot=None):
             summary.append(f'| {section.number} | {section.title} | not executed yet | |')
             continue
         n_exact = n_match = n_measured = 0
-        for block in registry.blocks_of(section.number):
+        for block in chapter.blocks_of(section.number):
             lines, exact, match, measured = compare_block(block, recorded)
             body.extend(lines)
             n_exact, n_match, n_measured = n_exact + exact, n_match + match, n_measured + measured
@@ -327,14 +329,14 @@ def build_report(folder=None, snapshot=None):
     body.append('## Beyond the chapter\n\nNot in the book, so nothing to match: the tables notebooks 09 and 10 record, '
                 'as printed. Notebook 09\'s seed table and its per-seed claim checks are also set beside the book\'s '
                 'table and our seed-0 run in 10.7 above.\n')
-    for notebook, title, keys in registry.BEYOND:
+    for notebook, title, keys in chapter.BEYOND:
         body.append(f'### {title}\n\nNotebook: `notebooks/{notebook}.ipynb`.\n')
         printed = [line.rstrip() for key in keys for line in recorded.get(notebook, key, [])]
         body.append('```text\n' + '\n'.join(printed) + '\n```\n' if printed else '*Not executed yet.*\n')
-        table = recorded.get(notebook, registry.CLAIM_TABLE_KEY, []) if notebook == registry.ACROSS_NOTEBOOK else []
+        table = recorded.get(notebook, chapter.CLAIM_TABLE_KEY, []) if notebook == chapter.ACROSS_NOTEBOOK else []
         if table:
-            facts = {f['name']: f for f in recorded.get(notebook, registry.SUBSTRATE_FACTS_KEY, [])}
-            headers = {n: substrate_sweep.heading(facts[n]) for n in substrate_sweep.in_order(table[0]['cells'])}
+            facts = {f['name']: f for f in recorded.get(notebook, chapter.SUBSTRATE_FACTS_KEY, [])}
+            headers = {n: substrates.heading(facts[n]) for n in substrates.in_order(table[0]['cells'])}
             body.append('Each claim on each substrate (seeds on which it is true, of 5, and the verdict by notebook '
                         '09\'s rule), and its label across the substrates:\n\n'
                         + across_claims.claim_table_markdown(table, headers) + '\n')
@@ -343,11 +345,11 @@ def build_report(folder=None, snapshot=None):
         body.append('## Verdicts before and after the faster engine\n\nThe chunked sampler and the update cut to the '
                     'width each row needs only reorder floating-point work, so they change the last digits of every '
                     'TinyAgent run. Each verdict of this report, as recorded before the change '
-                    '(`reports/verdicts-before-fast-engine.json`, written by `python -m agentrl.build.verdict_shift`) '
+                    '(`reports/verdicts-before-fast-engine.json`, written by `python -m machinery.verdict_shift`) '
                     'and as the notebooks record it now:\n')
         body.append('\n'.join(verdict_shift.shift_lines(snapshot, recorded)) + '\n')
     head = ['# Reproduction report', '',
-            'Written by `make` (`python -m agentrl.build.report`) from the results the notebooks record '
+            'Written by `make` (`python -m machinery.report`) from the results the notebooks record '
             '(`results/`) and the book\'s printed lines (`data/book/chapter10.json`); do not edit by hand. Every '
             'output block the chapter prints is set beside ours, row by row, white space collapsed. Sections '
             '10.1–10.5, the covariance check and the 3-step identity of 10.6, and the model-size rows of the memory '
@@ -391,7 +393,7 @@ def _ending(session, last):
 def long_search_timing(export):
     """The Timings line of the long-grammar search, from its trials.json (parsed): once its budget is used, its
     trials, search time and sessions, and how long a complete and a pruned trial took."""
-    decision, recs = search.decision_from_export(export)
+    decision, recs = decision_from_export(export)
     if decision.action == 'search':  # the study grows with every commit the search makes: no line to go stale
         return ('- `make calibrate-search SEARCH_ARGS="--study long-grammar"` (the second study): still searching; '
                 'its record, `calibration/long-grammar/README.md`, has the search time so far.')
@@ -424,7 +426,7 @@ def sweep_timing(record):
                      f'{search._seeds(session["seeds"])}, {_minutes(session["seconds"])} on {session["scheduler"]} '
                      f'({session["workers"]} workers, {session["cpus"]} CPUs), the RL bases it built included'
                      for session in record['sessions'])
-    runs = ', '.join(f'{label(name)} {_minutes(entries[name]["seconds"])}' for name in substrate_sweep.in_order(entries))
+    runs = ', '.join(f'{label(name)} {_minutes(entries[name]["seconds"])}' for name in substrates.in_order(entries))
     return (f'- `make substrate-sweep` (every claim run of notebook 11, from its record): {each}. The runs of one '
             f'substrate, its RL base apart: {runs}.')
 
@@ -433,7 +435,7 @@ def timing_lines(long_export=None, sweep=None):
     """The README's generated Timings lines (the long-grammar search, the substrate sweep), from their records."""
     path = Path(long_export or CALIBRATION / 'long-grammar' / 'trials.json')
     lines = [long_search_timing(json.loads(path.read_text()))] if path.exists() else []
-    return lines + [sweep_timing(substrate_sweep.load_record(sweep))]
+    return lines + [sweep_timing(substrates.load_record(sweep))]
 
 
 def with_timings(readme_text, lines=None):

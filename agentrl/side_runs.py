@@ -5,30 +5,52 @@ project's runner), the first code cell after its parameters calls
 
     side_runs.route_outputs(NOTEBOOK, seed=seed)
 
-with every parameter the notebook has. With the committed values (agentrl.build.registry.PARAMETERS) it does
-nothing and prints nothing. With any other value the process becomes a side run: whatever would have gone to the
+with every parameter the notebook has. With the committed values (those the notebook file's `parameters` cell assigns,
+read with papermill's inspection) it does nothing and prints nothing. With any other value the process becomes a side run: whatever would have gone to the
 committed results/ or figures/ goes to side_runs_dir()/<notebook>-<name>=<value>/ instead (a folder chosen
 explicitly, such as the runner's --output or $AGENTRL_RESULTS_DIR, is kept), and one line says where.
 """
+import ast
 import contextlib
 import os
 import re
 from pathlib import Path
 
 from agentrl import paths
-from agentrl.build.registry import PARAMETERS, committed_parameters
 
 # Set by the runner while a kernel writes into its staging folder: where the staged files will be published.
 DESTINATIONS = {'results': 'AGENTRL_RESULTS_DESTINATION', 'figures': 'AGENTRL_FIGURES_DESTINATION'}
 
 
-def changed_parameters(notebook, values):
+def committed_parameters(notebook, folder=None):
+    """{name: value} as the `parameters` cell of notebooks/<notebook>.ipynb assigns them, in order.
+
+    The file on disk is the committed one: an edit of the cell inside a running kernel, or a run with papermill's -p,
+    leaves it alone. A notebook that is not there raises KeyError naming the notebooks that are.
+    """
+    import papermill  # the kernel of every notebook has it; imported here so the package loads without it
+
+    folder = Path(folder or paths.NOTEBOOKS)
+    path = folder / f'{notebook}.ipynb'
+    if not path.is_file():
+        known = sorted(p.stem for p in folder.glob('*.ipynb'))
+        raise KeyError(f'no notebook {notebook!r} in {shown(folder)}/ to read committed parameters from; there are: '
+                       f'{", ".join(known) or "none"}')
+    return {name: ast.literal_eval(found['default'])
+            for name, found in papermill.inspect_notebook(str(path)).items()}
+
+
+def changed_parameters(notebook, values, committed=None):
     """{name: value} of the values that differ from the notebook's committed ones.
 
-    Compared by repr, so 1.0 differs from 1 and a tuple from a list; a notebook the registry does not know has no
+    Compared by repr, so 1.0 differs from 1 and a tuple from a list; a notebook that is not in notebooks/ has no
     committed values, so every value given counts as changed.
     """
-    committed = PARAMETERS.get(notebook, {})
+    if committed is None:
+        try:
+            committed = committed_parameters(notebook)
+        except KeyError:
+            committed = {}
     return {name: value for name, value in values.items()
             if name not in committed or repr(value) != repr(committed[name])}
 
@@ -79,7 +101,7 @@ def route_outputs(notebook, **values):
     if list(values) != list(committed):
         raise TypeError(f'route_outputs({notebook!r}, ...) got the parameters {", ".join(values) or "none"}; '
                         f'pass exactly the notebook\'s parameters, in order: {", ".join(committed)}')
-    changed = changed_parameters(notebook, values)
+    changed = changed_parameters(notebook, values, committed)
     if not changed:
         paths.use_side_folder(None)
         return

@@ -1,7 +1,7 @@
 """Which of the chapter's verdicts a change of the engine moved: a recorded snapshot of every verdict, set beside
 the verdicts the notebooks record now.
 
-Usage: python -m agentrl.build.verdict_shift --snapshot FILE --label TEXT [--results DIR]
+Usage: python -m machinery.verdict_shift --snapshot FILE --label TEXT [--results DIR]
 writes FILE from the results as they stand (a verdict list, nothing else); `make report` then sets it beside the
 current results in REPRODUCTION.md and in the README's faithfulness summary.
 
@@ -14,8 +14,8 @@ import json
 import sys
 from pathlib import Path
 
+from agentrl import chapter
 from agentrl.atomic import atomic_output
-from agentrl.build import registry
 from agentrl.paths import REPO
 
 SNAPSHOT = REPO / 'reports' / 'verdicts-before-fast-engine.json'  # the verdicts of the engine before the fast paths
@@ -27,16 +27,16 @@ def verdict_records(recorded):
     the seed-0 claims of notebooks 07 and 08, notebook 09's checks on every seed, its re-checks at twice the scale
     and its judgement of the entropy law. held_on and seeds are None where a verdict is not counted over seeds."""
     records = []
-    for stem in registry.VERDICT_NOTEBOOKS:
-        for v in recorded.get(stem, registry.VERDICTS_KEY, []):
+    for stem in chapter.VERDICT_NOTEBOOKS:
+        for v in recorded.get(stem, chapter.VERDICTS_KEY, []):
             records.append(dict(group=f'seed 0 (notebook {stem[:2]})', key=v['key'], text=v['text'],
                                 verdict='holds' if v['held'] else 'does not hold', held_on=None, seeds=None))
-    for group, key in (('every seed (notebook 09)', registry.SEED_VERDICTS_KEY),
-                       ('twice the scale (notebook 09)', registry.SCALE_VERDICTS_KEY)):
-        for v in recorded.get(registry.SEED_NOTEBOOK, key, []):
+    for group, key in (('every seed (notebook 09)', chapter.SEED_VERDICTS_KEY),
+                       ('twice the scale (notebook 09)', chapter.SCALE_VERDICTS_KEY)):
+        for v in recorded.get(chapter.SEED_NOTEBOOK, key, []):
             records.append(dict(group=group, key=v['key'], text=v['text'], verdict=v['verdict'],
                                 held_on=v['held_on'], seeds=list(v['seeds'])))
-    law = recorded.get(registry.SEED_NOTEBOOK, ENTROPY_LAW_KEY)
+    law = recorded.get(chapter.SEED_NOTEBOOK, ENTROPY_LAW_KEY)
     if law:
         records.append(dict(group='entropy law (notebook 09)', key='entropy-law', text=law['rule'],
                             verdict=law['verdict'], held_on=None, seeds=list(law['seeds'])))
@@ -114,7 +114,7 @@ def write_snapshot(recorded, path, label):
 
 
 def main(argv=None):
-    from agentrl.build.report import Recorded  # the report imports this module
+    from machinery.report import Recorded  # the report imports this module
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--snapshot', type=Path, required=True, help='the file to write')
     parser.add_argument('--label', required=True, help='what the verdicts are from, as the report will name it')

@@ -1,6 +1,6 @@
 """Execute notebooks headlessly with papermill and commit their outputs only when they succeed.
 
-Usage: python -m agentrl.build.notebook_runner NOTEBOOK.ipynb [...] [-p NAME VALUE ...] [--output DIR]
+Usage: python -m machinery.notebook_runner NOTEBOOK.ipynb [...] [-p NAME VALUE ...] [--output DIR]
        [--cell-timeout SECONDS]
 
 Each notebook runs into a temporary file beside its destination; what changes from run to run
@@ -8,7 +8,7 @@ Each notebook runs into a temporary file beside its destination; what changes fr
 destination replaced. Mistakes are refused before a kernel starts: a parameter the notebook's
 `parameters` cell does not assign, or parameters without --output (which would overwrite the committed
 notebook). A run with other parameters than the committed ones publishes its results and figures aside
-(agentrl.build.side_runs), never over the committed ones. Any failure (a cell raising, the kernel dying, a
+(agentrl.side_runs), never over the committed ones. Any failure (a cell raising, the kernel dying, a
 cell outrunning the per-cell limit, a file that is not a notebook) leaves the destination untouched, and
 the command exits 1 with one line naming the notebook and the cell as a reader counts it: "cell 7 (the 4th
 code cell), starting '...'", and leaves the committed results and figures as they were too (the kernel writes
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from agentrl import stopping
 from agentrl.atomic import atomic_output
-from agentrl.build.side_runs import DESTINATIONS, aside
+from agentrl.side_runs import DESTINATIONS, aside
 from agentrl.paths import figures_dir, results_dir
 
 KERNEL = 'agentrl-ch10'

@@ -1,6 +1,6 @@
 """The test pyramid: how many tests each layer of the project has, counted from pytest's own collection.
 
-Usage: python -m agentrl.build.pyramid [--write]
+Usage: python -m machinery.pyramid [--write]
 prints the README's table (fast behavioural, slow behavioural and slow snapshot tests per layer); --write puts it
 into README.md between PYRAMID_BEGIN and PYRAMID_END (`make pyramid`). tests/test_pyramid.py keeps the two equal.
 Every test file belongs to exactly one layer of LAYERS; a file that belongs to none stops the count.
@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agentrl.build.report import between_markers, replace_between_markers, write_text
+from machinery.report import between_markers, replace_between_markers, write_text
 from agentrl.paths import README, REPO
 
 TESTS = REPO / 'tests'
@@ -32,7 +32,7 @@ LAYERS = (
     ('notebooks and documents', 'the notebooks, README, REPRODUCTION.md, the site',
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
       'test_site.py', 'test_pyramid.py')),
-    ('machinery', '`agentrl/build` runner and calibration, caches, stopping on signals, CPU pin, sweeps on an '
+    ('machinery', '`machinery/` runner and calibration, caches, stopping on signals, CPU pin, sweeps on an '
                   'executor (Dask), import layers',
      ('test_notebook_runner.py', 'test_calibrate.py', 'test_search.py', 'test_verified_cache.py', 'test_cpu_pin.py',
       'test_layers.py', 'test_mutation_report.py', 'test_stopping.py', 'test_speed_tools.py',
@@ -58,7 +58,7 @@ def collected():
     """[{'file', 'id', 'marks'}] of every test pytest collects in tests/ (in a fresh process, nothing executed)."""
     with tempfile.TemporaryDirectory(prefix='agentrl-pyramid-') as folder:
         out = Path(folder) / 'items.json'
-        code = ('import sys, pytest\nfrom agentrl.build.pyramid import _Collector\n'
+        code = ('import sys, pytest\nfrom machinery.pyramid import _Collector\n'
                 f'sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", {str(TESTS)!r}], '
                 f'plugins=[_Collector({str(out)!r})]))')
         done = subprocess.run([sys.executable, '-c', code], cwd=REPO, capture_output=True, text=True)
@@ -89,7 +89,7 @@ def counts(items):
     unplaced = sorted({item['file'] for item in items} - set(layer_of))
     if unplaced:
         raise ValueError(f'tests in no layer: {", ".join(unplaced)}; add each to one of LAYERS in '
-                         f'agentrl/build/pyramid.py ({", ".join(found)})')
+                         f'machinery/pyramid.py ({", ".join(found)})')
     for item in items:
         found[layer_of[item['file']]][kind(item)] += 1
     return found

@@ -1,4 +1,4 @@
-"""`python -m agentrl.build.bench`: speed of the substrate on this machine, in seconds and as ratios to a floor.
+"""`python -m machinery.bench`: speed of the substrate on this machine, in seconds and as ratios to a floor.
 
 Prints seconds per default GRPO step (64 episodes sampled + the update, torch on one thread) and its two parts,
 sampled episodes per second, seconds to build the RL base from an empty cache (the build always runs on its fixed
@@ -318,7 +318,7 @@ def pin_cost(steps, rounds):
                 env.pop('AGENTRL_CPU_PIN', None)
             else:
                 env['AGENTRL_CPU_PIN'] = '0'
-            command = [sys.executable, '-m', 'agentrl.build.bench', '--pin-cost-worker', '--steps', str(steps)]
+            command = [sys.executable, '-m', 'machinery.bench', '--pin-cost-worker', '--steps', str(steps)]
             out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
             results[setting].append(json.loads(out.strip().splitlines()[-1]))
     capability = {s: sorted({r['capability'] for r in rs}) for s, rs in results.items()}

@@ -1,1 +1,0 @@
-"""Layer 4, build machinery: notebook runner, report, calibration table, benchmark, the section registry."""
