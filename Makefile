@@ -135,8 +135,8 @@ profile: $(SETUP)
 mutation: $(SETUP)
 	$(PY) -m machinery.mutation run $(MUTATION_ARGS)
 
-# The report and the README paragraph alone, from reports/mutation-results.json and the justifications (runs no
-# test); MUTATION_ARGS=--from-mutants first reads the verdicts in mutants/ again.
+# The report and the README paragraph alone (machinery/mutation_report.py), from reports/mutation-results.json and
+# the justifications (runs no test); MUTATION_ARGS=--from-mutants first reads the verdicts in mutants/ again.
 mutation-report: $(SETUP)
 	$(PY) -m machinery.mutation report $(MUTATION_ARGS)
 
