@@ -23,7 +23,6 @@ import ast
 import contextlib
 import functools
 import os
-import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -32,13 +31,11 @@ from agentrl import stopping
 from agentrl.atomic import atomic_output
 from agentrl.side_runs import DESTINATIONS, aside
 from agentrl.paths import figures_dir, results_dir
+from machinery.notebook_cells import PARAMETERS_TAG, assigned_names, describe_cell, first_tagged, read_notebook, where
+from machinery.notebook_outputs import strip_volatile
 
 KERNEL = 'agentrl-ch10'
 CELL_TIMEOUT = 1800  # seconds one cell may run before the run fails; generous, so only a hang trips it
-VOLATILE_CELL_METADATA = ('papermill', 'execution', 'ExecuteTime', 'collapsed', 'scrolled')
-PARAMETERS_TAG = 'parameters'
-INJECTED_TAG = 'injected-parameters'
-ERROR_MARKER_TAG = 'papermill-error-cell-tag'  # cells papermill adds to a failed output and drops on the next run
 
 
 class NotebookFailed(RuntimeError):
@@ -61,153 +58,7 @@ def _stop_kernels(started_before):
             os.unlink(manager.connection_file)
 
 
-# Warnings a training worker prints when it trains a run, and not when the run comes from the run cache: kept out of
-# the committed notebook, which must not depend on what the cache held (the run itself is the same either way).
-CACHE_DEPENDENT_WARNINGS = ('treated no token in a minibatch',)  # agentrl.ch10.regularizers.CovariancePolicyLoss
-
-
-def strip_volatile(nb):
-    """Remove run-dependent metadata from an executed notebook, join split stream outputs and drop the cache-dependent
-    warnings from stderr, in place -> nb."""
-    nb.metadata.pop('papermill', None)
-    for cell in nb.cells:
-        if cell.cell_type == 'code':
-            cell.outputs = drop_cache_dependent_warnings(coalesce_streams(cell.outputs))
-        for key in VOLATILE_CELL_METADATA:
-            cell.metadata.pop(key, None)
-        if INJECTED_TAG in cell.metadata.get('tags', []):
-            cell['id'] = INJECTED_TAG  # papermill gives it a random id on every run
-    return nb
-
-
-def coalesce_streams(outputs):
-    """Join consecutive outputs of the same stream: how the kernel splits printed text depends on timing."""
-    joined = []
-    for out in outputs:
-        if out.output_type == 'stream' and joined and joined[-1].output_type == 'stream' and joined[-1].name == out.name:
-            joined[-1].text += out.text
-        else:
-            joined.append(out)
-    return joined
-
-
-def drop_cache_dependent_warnings(outputs):
-    """Remove each CACHE_DEPENDENT_WARNINGS line of stderr, with the indented source line Python prints under it;
-    a stderr output left empty is dropped. Everything else stays as it was."""
-    kept = []
-    for out in outputs:
-        if out.output_type == 'stream' and out.name == 'stderr':
-            lines, text = out.text.splitlines(keepends=True), []
-            skip_source = False
-            for line in lines:
-                if skip_source and line.startswith('  '):
-                    skip_source = False
-                    continue
-                skip_source = any(w in line for w in CACHE_DEPENDENT_WARNINGS)
-                if not skip_source:
-                    text.append(line)
-            if not text:
-                continue
-            out.text = ''.join(text)
-        kept.append(out)
-    return kept
-
-
-# --- reading a notebook and naming its cells ---------------------------------------------------------------------
-
-def read_notebook(path):
-    """(the notebook at path as an nbformat node, None), or (None, why not) if the file is not a valid notebook."""
-    import nbformat
-
-    try:
-        nb = nbformat.reads(Path(path).read_bytes().decode('utf-8'), as_version=4)
-        nbformat.validate(nb)
-    except UnicodeDecodeError as err:
-        return None, f'not text ({err.reason} at byte {err.start})'
-    except nbformat.reader.NotJSONError:
-        return None, 'not valid JSON'
-    except (nbformat.ValidationError, ValueError, KeyError, TypeError, AttributeError) as err:
-        return None, f'not a valid notebook ({str(err).splitlines()[0] if str(err) else type(err).__name__})'
-    return nb, None
-
-
-def tagged(cell, tag):
-    return tag in cell.metadata.get('tags', [])
-
-
-def first_tagged(nb, tag):
-    """Index of the first cell carrying tag, or None."""
-    return next((i for i, cell in enumerate(nb.cells) if tagged(cell, tag)), None)
-
-
-def ordinal(n):
-    """1 -> '1st', 2 -> '2nd', 11 -> '11th', 23 -> '23rd'."""
-    suffix = 'th' if 10 <= n % 100 <= 20 else {1: 'st', 2: 'nd', 3: 'rd'}.get(n % 10, 'th')
-    return f'{n}{suffix}'
-
-
-def describe_cell(nb, index):
-    """A cell as a reader finds it: "cell 7 (the 4th code cell), starting 'history = ...'" (1-based counts)."""
-    cell = nb.cells[index]
-    lines = [line.strip() for line in cell.source.splitlines() if line.strip()]
-    start = lines[0] if lines else ''
-    start = start if len(start) <= 60 else start[:57] + '...'
-    if cell.cell_type != 'code':
-        return f'cell {index + 1} (a {cell.cell_type} cell), starting {start!r}'
-    nth_code = sum(c.cell_type == 'code' for c in nb.cells[:index + 1])
-    return f'cell {index + 1} (the {ordinal(nth_code)} code cell), starting {start!r}'
-
-
-def executed_order(nb, parameters):
-    """Where each cell papermill runs comes from: an index into nb.cells, or None for the cell it injects.
-
-    Mirrors papermill: it drops the error-marker cells of an earlier failed run and, given parameters, replaces
-    an earlier injected cell or else inserts one right after the `parameters` cell.
-    """
-    order = list(range(len(nb.cells)))
-    if parameters:
-        injected, params = first_tagged(nb, INJECTED_TAG), first_tagged(nb, PARAMETERS_TAG)
-        if injected is not None:
-            order[injected] = None
-        else:
-            order.insert(0 if params is None else params + 1, None)
-    return [i for i in order if i is None or not tagged(nb.cells[i], ERROR_MARKER_TAG)]
-
-
-def where(nb, parameters, executed_index):
-    """The reader's name for the cell papermill ran as executed_index (None: no cell could be identified)."""
-    order = executed_order(nb, parameters)
-    if executed_index is None or not 0 <= executed_index < len(order):
-        return 'an unidentified cell'
-    original = order[executed_index]
-    if original is not None:
-        return describe_cell(nb, original)
-    params = first_tagged(nb, PARAMETERS_TAG)
-    after = f' after cell {params + 1}' if params is not None else ''
-    return f'the parameters cell papermill injected{after}'
-
-
 # --- parameters ---------------------------------------------------------------------------------------------------
-
-def assigned_names(source):
-    """Names that top-level statements of Python source assign (a = ..., a: int = ..., a += ..., a, b = ...)."""
-    def names(target):
-        if isinstance(target, ast.Name):
-            yield target.id
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                yield from names(element)
-        elif isinstance(target, ast.Starred):
-            yield from names(target.value)
-
-    found = []
-    for statement in ast.parse(source).body:
-        targets = statement.targets if isinstance(statement, ast.Assign) else \
-            [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else []
-        for target in targets:
-            found += [name for name in names(target) if name not in found]
-    return found
-
 
 def check_parameters(src, nb, parameters):
     """Refuse any parameter the notebook's `parameters` cell does not assign, naming the ones it does."""

@@ -11,7 +11,8 @@ from agentrl import results
 from agentrl import chapter
 from agentrl.paths import BOOK_OUTPUTS, README, REPRODUCTION, RESULTS
 from machinery import registry
-from machinery.notebook_runner import NotebookFailed, coalesce_streams, execute_notebook, main
+from machinery.notebook_outputs import coalesce_streams
+from machinery.notebook_runner import NotebookFailed, execute_notebook, main
 from machinery.report import FAITHFULNESS_BEGIN, FAITHFULNESS_END, Recorded, build_report, faithfulness_summary
 from conftest import NOTEBOOKS, REPO
 

@@ -1,0 +1,58 @@
+"""Clean an executed notebook's outputs before it is committed: what changes from run to run (papermill and
+nbclient metadata, the injected cell's random id, how the kernel split printed text, warnings that depend on the
+run cache) is removed, so that two runs of the same notebook write the same file."""
+from machinery.notebook_cells import INJECTED_TAG
+
+VOLATILE_CELL_METADATA = ('papermill', 'execution', 'ExecuteTime', 'collapsed', 'scrolled')
+
+# Warnings a training worker prints when it trains a run, and not when the run comes from the run cache: kept out of
+# the committed notebook, which must not depend on what the cache held (the run itself is the same either way).
+CACHE_DEPENDENT_WARNINGS = ('treated no token in a minibatch',)  # agentrl.ch10.regularizers.CovariancePolicyLoss
+
+
+def strip_volatile(nb):
+    """Remove run-dependent metadata from an executed notebook, join split stream outputs and drop the cache-dependent
+    warnings from stderr, in place -> nb."""
+    nb.metadata.pop('papermill', None)
+    for cell in nb.cells:
+        if cell.cell_type == 'code':
+            cell.outputs = drop_cache_dependent_warnings(coalesce_streams(cell.outputs))
+        for key in VOLATILE_CELL_METADATA:
+            cell.metadata.pop(key, None)
+        if INJECTED_TAG in cell.metadata.get('tags', []):
+            cell['id'] = INJECTED_TAG  # papermill gives it a random id on every run
+    return nb
+
+
+def coalesce_streams(outputs):
+    """Join consecutive outputs of the same stream: how the kernel splits printed text depends on timing."""
+    joined = []
+    for out in outputs:
+        if (out.output_type == 'stream' and joined and joined[-1].output_type == 'stream'
+                and joined[-1].name == out.name):
+            joined[-1].text += out.text
+        else:
+            joined.append(out)
+    return joined
+
+
+def drop_cache_dependent_warnings(outputs):
+    """Remove each CACHE_DEPENDENT_WARNINGS line of stderr, with the indented source line Python prints under it;
+    a stderr output left empty is dropped. Everything else stays as it was."""
+    kept = []
+    for out in outputs:
+        if out.output_type == 'stream' and out.name == 'stderr':
+            lines, text = out.text.splitlines(keepends=True), []
+            skip_source = False
+            for line in lines:
+                if skip_source and line.startswith('  '):
+                    skip_source = False
+                    continue
+                skip_source = any(w in line for w in CACHE_DEPENDENT_WARNINGS)
+                if not skip_source:
+                    text.append(line)
+            if not text:
+                continue
+            out.text = ''.join(text)
+        kept.append(out)
+    return kept
