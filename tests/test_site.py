@@ -8,7 +8,7 @@ import pytest
 from bs4 import BeautifulSoup
 
 from agentrl.paths import NOTEBOOKS, README, REPRODUCTION
-from machinery import site
+from machinery import site, site_tex
 
 REFERENCE = re.compile(r'(?:href|src)="([^"]*)"')
 
@@ -243,27 +243,27 @@ def test_the_same_tree_builds_the_same_bytes(built, tmp_path):
     (' ', 'empty formula'),
 ])
 def test_a_formula_the_converter_cannot_take_is_an_error(tex, reason):
-    with pytest.raises(site.FormulaError, match=reason):
-        site.typeset(tex)
+    with pytest.raises(site_tex.FormulaError, match=reason):
+        site_tex.typeset(tex)
 
 
 def test_formulas_read_as_tex_sets_them():
     """What tidy_mathml mends in latex2mathml's output."""
-    assert '<mo stretchy="false">∼</mo>' in site.typeset(r'y \sim \pi')  # \sim: an operator, not the identifier '~'
-    assert '<munder><mo>∑</mo>' in site.typeset(r'\mathbb{E}\Big[\sum_t k_t\Big]', display=True)  # limits below
-    assert '<mi>KL</mi>' in site.typeset(r'\mathrm{KL}')  # one upright name, not two letters
-    spaced = site.typeset(r'\beta \log \pi')
+    assert '<mo stretchy="false">∼</mo>' in site_tex.typeset(r'y \sim \pi')  # \sim: an operator, not the identifier '~'
+    assert '<munder><mo>∑</mo>' in site_tex.typeset(r'\mathbb{E}\Big[\sum_t k_t\Big]', display=True)  # limits below
+    assert '<mi>KL</mi>' in site_tex.typeset(r'\mathrm{KL}')  # one upright name, not two letters
+    spaced = site_tex.typeset(r'\beta \log \pi')
     assert re.search(r'<mi>β</mi><mspace width="0.167em" /><mi>log</mi><mspace width="0.167em" /><mi>π</mi>', spaced)
-    assert '<mi>log</mi><mo stretchy="false">(</mo>' in site.typeset(r'\log(x)')  # no space before a parenthesis
-    assert '<mo form="prefix">−</mo>' in site.typeset(r'a = -b')  # a sign after a relation
-    assert 'class="tex-overline"' in site.typeset(r'\overline{\log\pi}')
-    assert 'minsize' not in site.typeset(r'\binom{n}{k}')  # parentheses stretched to the fraction
-    assert '<mo lspace="0" rspace="0">,</mo>' in site.typeset(r'k_{1,s}')  # no space inside a script
+    assert '<mi>log</mi><mo stretchy="false">(</mo>' in site_tex.typeset(r'\log(x)')  # no space before a parenthesis
+    assert '<mo form="prefix">−</mo>' in site_tex.typeset(r'a = -b')  # a sign after a relation
+    assert 'class="tex-overline"' in site_tex.typeset(r'\overline{\log\pi}')
+    assert 'minsize' not in site_tex.typeset(r'\binom{n}{k}')  # parentheses stretched to the fraction
+    assert '<mo lspace="0" rspace="0">,</mo>' in site_tex.typeset(r'k_{1,s}')  # no space inside a script
 
 
 def test_math_text_writes_a_formula_for_an_alternative_text():
     def alt(tex):
-        return site.plain_text(site.typeset(tex))
+        return site_tex.plain_text(site_tex.typeset(tex))
     assert alt(r'\pi_{\text{ref}} = [0.05, 0.45]') == 'π_ref = [0.05, 0.45]'
     assert alt(r'k_1') == 'k₁' and alt(r'e^{r/\beta}') == 'e^(r/β)' and alt(r'\tfrac12') == '1/2'
 
