@@ -1,10 +1,13 @@
 """make calibrate's table: means over seeds checked against the bands, each row read from the measurements."""
 import copy
+import dataclasses
 import json
+import re
 
 import pytest
 
 import agentrl as arl
+from agentrl import chapter
 from agentrl.calibration import measure as calibration_measure, rows as calibration_rows
 from agentrl.substrate.config import CANDIDATES, DEFAULT, SubstrateConfig
 from machinery import calibrate
@@ -114,3 +117,34 @@ def test_a_calibration_can_be_measured_on_seeds_no_notebook_uses_and_refuses_bad
     for bad in ([1, 1], [], [-1]):
         with pytest.raises(ValueError, match='--seeds needs distinct seeds >= 0'):
             calibrate.chosen_protocol('search', bad)
+
+
+def numbers_in(text):
+    """The numbers written in `text` ('157,244' -> 157244.0, '0.52-0.57' -> 0.52, 0.57; a leading minus only after a
+    space or at the start)."""
+    return [float(n.replace(',', '')) for n in re.findall(r'(?:(?<=\s)|^)-?\d[\d,]*(?:\.\d+)?|\d+(?:\.\d+)?', text)]
+
+
+def test_every_row_said_to_be_printed_in_an_output_block_is_printed_there():
+    """A row 'shown' as output of a section: each number of its book value (or, for a word such as 'falls', the
+    numbers in its note) appears as a number in that section's printed lines (in the line of the run 'none' when the
+    row is said to be that run's)."""
+    checked = 0
+    for spec in calibration_rows.ROWS:
+        if not spec.shown.startswith('output'):
+            continue
+        sections = re.findall(r'10\.\d', spec.shown)
+        lines = [line for block in chapter.book_blocks() if block.section in sections for line in block.lines
+                 if 'none' not in spec.shown or line.startswith('none ')]
+        printed = {value for line in lines for value in numbers_in(line.replace('|', ' ').replace(':', ' '))}
+        wanted = numbers_in(spec.book.replace('-', ' ')) or numbers_in(spec.shown.split('(', 1)[1])
+        assert wanted and all(value in printed for value in wanted), (spec.quantity, spec.shown, wanted)
+        checked += 1
+    assert checked == calibration_rows.fitted_counts()['output'] >= 19
+
+
+def test_the_rows_fitted_are_counted_by_where_the_chapter_shows_them():
+    assert sum(calibration_rows.fitted_counts().values()) == len(calibration_rows.ROWS) == 26
+    odd = calibration_rows.ROWS[:1] + [dataclasses.replace(calibration_rows.ROWS[1], shown='somewhere 10.7')]
+    with pytest.raises(ValueError, match=r"shown as \['somewhere'\]; a row is shown as one of"):
+        calibration_rows.fitted_counts(odd)
