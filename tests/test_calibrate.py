@@ -5,10 +5,11 @@ import json
 import re
 
 import pytest
+import torch
 
 import agentrl as arl
 from agentrl import chapter
-from agentrl.calibration import measure as calibration_measure, rows as calibration_rows
+from agentrl.calibration import fit, measure as calibration_measure, rows as calibration_rows
 from agentrl.substrate.config import CANDIDATES, DEFAULT, SubstrateConfig
 from machinery import calibrate
 
@@ -148,3 +149,30 @@ def test_the_rows_fitted_are_counted_by_where_the_chapter_shows_them():
     odd = calibration_rows.ROWS[:1] + [dataclasses.replace(calibration_rows.ROWS[1], shown='somewhere 10.7')]
     with pytest.raises(ValueError, match=r"shown as \['somewhere'\]; a row is shown as one of"):
         calibration_rows.fitted_counts(odd)
+
+
+def test_at_turn_cost_zero_the_advantages_are_the_chapters_group_normalised_ones_even_with_turns_recorded():
+    rewards, turns = torch.tensor([1.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0]), torch.tensor([3, 2, 5, 1, 3, 3, 4, 3])
+    got = arl.compute_advantages(dict(rewards=rewards, n_turns=turns), arl.RLConfig(group_size=4, turn_cost=0.0))
+    groups = rewards.view(2, 4)
+    chapter_grpo = (groups - groups.mean(dim=1, keepdim=True)) / (groups.std(dim=1, keepdim=True) + 1e-6)
+    assert torch.equal(got, chapter_grpo.view(-1))
+
+
+def test_the_worked_example_of_the_per_turn_cost():
+    plain, costly = fit.turn_cost_example(0.0)
+    assert plain == costly == pytest.approx(-0.125 / (8 / 7 * 0.125 * 0.875) ** 0.5, abs=1e-5)  # (0 - 1/8) / std
+    plain, costly = fit.turn_cost_example(0.388)
+    assert costly == pytest.approx(plain + 0.388 * (3 - 2), abs=1e-6)  # two turns against the group's mean of three
+    assert sum(fit.EXAMPLE_TURNS) / len(fit.EXAMPLE_TURNS) == 3 and fit.EXAMPLE_TURNS[fit.EXAMPLE_EPISODE] == 2
+
+
+def test_the_fit_paragraph_says_what_the_record_says():
+    facts = fit.fit_facts('t45')
+    assert (facts['trial'], facts['rows_held'], facts['unseen_rows_held']) == (45, 24, 23) and facts['by_fallback']
+    note = fit.fit_note(facts)
+    assert 'holds 24 of the 26 on seeds 0–4 and 23 on the unseen seeds 5–9, below the 24 the freeze rule' in note
+    assert f"{facts['counts']['output']} are printed in the chapter's output blocks" in note
+    assert 'a failed two-turn episode gets +0.035 instead of -0.354' in note
+    confirmed = fit.fit_note(dict(facts, by_fallback=False, unseen_rows_held=25))
+    assert 'and 25 on the unseen seeds 5–9.' in confirmed and 'fallback' not in confirmed
