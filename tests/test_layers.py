@@ -1,6 +1,7 @@
 """The package's layers: explicit imports, no cycles, each layer importing only from the layers below it; the
 machinery beside the package, which agentrl never imports and notebooks never import."""
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,18 @@ def test_notebooks_import_the_package_only():
                 names += [node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module]
                 assert not [n for n in names if n.split('.')[0] == 'machinery'], f'{path.name} imports the machinery'
 
+
+
+def test_the_readmes_section_table_names_every_section_its_notebook_and_modules_that_exist():
+    from agentrl import chapter
+
+    text = (REPO / 'README.md').read_text()
+    table = text.split("### Where each section's code lives", 1)[1].split('\n\n', 2)[1]
+    rows = [line.split(' | ') for line in table.splitlines()[2:]]
+    by_section = {row[0].lstrip('| ').split()[0]: row for row in rows}
+    for section in chapter.SECTIONS:
+        assert section.number in by_section, f'{section.number} has no row in the README section table'
+        assert f'notebooks/{section.notebook}.ipynb' in by_section[section.number][1]
+    for row in rows:
+        for path in re.findall(r'`((?:agentrl|notebooks)/[^`]+)`', ' '.join(row[1:])):
+            assert (REPO / path).exists(), f'the README section table names {path}, which does not exist'
