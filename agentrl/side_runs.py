@@ -33,7 +33,7 @@ def committed_parameters(notebook, folder=None):
     folder = Path(folder or paths.NOTEBOOKS)
     path = folder / f'{notebook}.ipynb'
     if not path.is_file():
-        known = sorted(p.stem for p in folder.glob('*.ipynb'))
+        known = sorted(p.stem for p in folder.glob('*.ipynb') if not p.name.startswith('.'))  # not a run's temporary
         raise KeyError(f'no notebook {notebook!r} in {shown(folder)}/ to read committed parameters from; there are: '
                        f'{", ".join(known) or "none"}')
     return {name: ast.literal_eval(found['default'])
