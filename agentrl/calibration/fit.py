@@ -76,3 +76,16 @@ def fit_note(facts):
             f"success whose episodes average three turns, a failed two-turn episode gets {costly:+.3f} instead of "
             f"{plain:+.3f}.")
     return f"**What the substrate was fitted to.** {fitted}\n\n{cost}"
+
+
+def fit_clause(facts):
+    """The fit in one clause, for the README's substrate line: what it was fitted to, what was held out, and how the
+    freeze rule chose it ('fitted to bands around 26 of the book's numbers ..., frozen by the rule's fallback')."""
+    counts = facts['counts']
+    clause = (f"fitted to bands around {facts['rows']} of the book's numbers at chapter 9's settings as chapter 10 "
+              f"prints them ({counts['output']} printed in its output blocks, {counts['prose']} in its prose, "
+              f"{counts['derived']} derived), with every regularised setting held out")
+    if facts['unseen_rows_held'] is not None and facts['by_fallback']:
+        clause += (f"; it holds {facts['unseen_rows_held']} of {facts['rows']} on the unseen seeds, below the "
+                   f"{facts['confirm_rows']} the freeze rule asked for, and was frozen by the rule's fallback")
+    return clause
