@@ -4,9 +4,13 @@ A file is dict(format, description, checksum, payload) written with torch.save. 
 description with the expected one key by key and recomputes the checksum, so a file made by other settings or
 code, or one whose bytes changed on disk (even inside tensor data, which torch.load does not notice), is
 reported with a warning and treated as missing: the caller rebuilds it. Nothing is ever trusted unverified.
+A save that fails because the disk is full says so (OSError ENOSPC naming the file) and keeps the old file.
 """
+import errno
 import hashlib
 import json
+import re
+import shutil
 import warnings
 from pathlib import Path
 
@@ -15,6 +19,9 @@ import torch
 from agentrl.atomic import atomic_output
 
 FORMAT = 1  # bump when the layout of a cache file changes
+# torch's zip writer does not pass on the write's errno: a full disk surfaces as one of its own RuntimeErrors
+ZIP_WRITER_ERROR = re.compile(r'inline_container|PytorchStreamWriter')
+NEAR_ZERO = 1 << 20  # bytes: room for the zip's headers and pickled structure, and for what other writers take
 
 
 def _plain(value):
@@ -108,5 +115,55 @@ def save_verified(path, payload, description):
     _check_place(path)
     record = dict(format=FORMAT, description=json.loads(_plain(description)), checksum=checksum(payload),
                   payload=payload)
-    with atomic_output(path, path.suffix) as temporary:
-        torch.save(record, temporary)
+    try:
+        with atomic_output(path, path.suffix) as temporary:
+            torch.save(record, temporary)
+    except (OSError, RuntimeError) as error:
+        full = _disk_full_error(path, error, _tensor_bytes(record))
+        if full is None:
+            raise
+        raise full from error
+
+
+def _tensor_bytes(value):
+    """How many bytes of tensor data value holds (in dicts, lists and tuples too)."""
+    if isinstance(value, torch.Tensor):
+        return value.nbytes
+    if isinstance(value, dict):
+        value = list(value.values())
+    return sum(map(_tensor_bytes, value)) if isinstance(value, (list, tuple)) else 0
+
+
+def _amount(count):
+    """A byte count as people read it: '512 bytes', '64.0 kB', '1.5 GB'."""
+    if count < 1000:
+        return f'{count} bytes'
+    for unit in ('kB', 'MB', 'GB', 'TB'):
+        count /= 1000
+        if count < 1000 or unit == 'TB':
+            return f'{count:.1f} {unit}'
+
+
+def _disk_full_error(path, error, size):
+    """The OSError ENOSPC to raise if error, met writing size bytes of tensors to path, came from a full disk; or None.
+
+    An ENOSPC OSError always did. torch's zip writer reports a failed write only as a RuntimeError, so one of those
+    counts when the folder's free space (measured once the temporary file is gone) could not have held the file.
+    """
+    if isinstance(error, OSError):
+        if error.errno != errno.ENOSPC:
+            return None
+    elif not ZIP_WRITER_ERROR.search(str(error)):
+        return None
+    folder = path.parent
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:  # the folder itself could not be made: its free space is unknown
+        free = None
+    if isinstance(error, RuntimeError) and (free is None or free >= size + NEAR_ZERO):
+        return None
+    room = [f'{_amount(free)} free'] if free is not None else []
+    room += [f'{_amount(size)} of tensors to write'] if size else []
+    room = f' ({", ".join(room)})' if room else ''
+    return OSError(errno.ENOSPC, f'no space left on the device holding {folder}{room}: could not write {path.name} '
+                                 '(the previous file, if any, is kept)')

@@ -1,7 +1,11 @@
 """Caches that cannot lie: checksummed, fully described, atomic, with the tree's permissions, checked first."""
+import errno
 import os
+import re
 import shutil
+import subprocess
 import warnings
+from collections import namedtuple
 
 import pytest
 import torch
@@ -14,6 +18,13 @@ from substrate_fixtures import max_param_difference, tokenizer
 
 TINY = arl.SFTConfig(careful_steps=3, habit_steps=2, batch_size=4)
 UMASK = 0o027  # not the usual 0o022, so the test sees the umask applied rather than a coincidence
+BIG = dict(w=torch.zeros(100_000))  # 400 kB of tensors: more than the small file system below holds
+DiskUsage = namedtuple('DiskUsage', 'total used free')
+
+
+def zip_writer_failed():
+    """The RuntimeError torch's zip writer raises when a write is cut short (as on a full disk)."""
+    return RuntimeError('[enforce fail at inline_container.cc:672] . unexpected pos 896 vs 790')
 
 
 def build_forbidden(*args, **kwargs):
@@ -22,6 +33,20 @@ def build_forbidden(*args, **kwargs):
 
 def train_forbidden(spec):
     raise AssertionError('trained although a valid run file exists (or before the path was checked)')
+
+
+def failing_save(error):
+    """A stand-in for torch.save that writes half a file, then raises error."""
+    def half_written(obj, file):
+        with open(file, 'wb') as handle:
+            handle.write(b'half a file')
+        raise error
+    return half_written
+
+
+def free_space(free):
+    """A stand-in for shutil.disk_usage that reports free bytes free."""
+    return lambda folder: DiskUsage(total=1 << 40, used=(1 << 40) - free, free=free)
 
 
 def flip_byte_inside(path, tensor):
@@ -157,13 +182,7 @@ def test_cache_files_get_the_trees_permissions(rl_base_file, fake_runs):
 def test_a_failed_save_leaves_no_temporary_file_and_the_old_file_intact(tmp_path, monkeypatch):
     path = tmp_path / 'thing.pt'
     save_verified(path, dict(w=torch.ones(3)), dict(version=1))
-
-    def half_written(obj, file):
-        with open(file, 'wb') as handle:
-            handle.write(b'half a file')
-        raise OSError('disk full')
-
-    monkeypatch.setattr(torch, 'save', half_written)
+    monkeypatch.setattr(torch, 'save', failing_save(OSError('disk full')))
     with pytest.raises(OSError, match='disk full'):
         save_verified(path, dict(w=torch.zeros(3)), dict(version=1))
     with pytest.raises(TypeError):
@@ -171,6 +190,74 @@ def test_a_failed_save_leaves_no_temporary_file_and_the_old_file_intact(tmp_path
     monkeypatch.undo()
     assert [p.name for p in tmp_path.iterdir()] == ['thing.pt']
     assert torch.equal(load_verified(path, dict(version=1))['w'], torch.ones(3))
+
+
+def overwrite_fails(path, monkeypatch=None, error=None, free=None):
+    """Overwrite path's file with BIG (with monkeypatch: torch.save raising error, free bytes free) -> what it raised.
+
+    Whatever was raised, the old file must be there byte for byte, with no temporary file left beside it.
+    """
+    old = path.read_bytes()
+    if monkeypatch:
+        monkeypatch.setattr(torch, 'save', failing_save(error))
+        monkeypatch.setattr(shutil, 'disk_usage', free_space(free))
+    with pytest.raises((OSError, RuntimeError)) as raised:
+        save_verified(path, BIG, dict(version=2))
+    assert [p.name for p in path.parent.iterdir()] == [path.name] and path.read_bytes() == old
+    return raised.value
+
+
+def says_the_disk_is_full(error, folder):
+    """Whether error is the clear ENOSPC OSError for run-abc.pt in folder."""
+    said = (rf'\[Errno 28\] no space left on the device holding {re.escape(str(folder))} \(.* free, '
+            r'400\.0 kB of tensors to write\): could not write run-abc\.pt \(the previous file, if any, is kept\)')
+    return isinstance(error, OSError) and error.errno == errno.ENOSPC and re.fullmatch(said, str(error)) is not None
+
+
+@pytest.mark.parametrize('error, free', [
+    (OSError(errno.ENOSPC, 'No space left on device'), 1 << 40),  # the write said so itself
+    (zip_writer_failed(), 0),  # torch's zip writer did not, but nothing is free
+    (zip_writer_failed(), 100_000)])  # nor here, and less is free than was being written
+def test_a_full_disk_says_so_and_keeps_the_old_file(tmp_path, monkeypatch, error, free):
+    path = tmp_path / 'run-abc.pt'
+    path.write_bytes(b'the previous run')
+    raised = overwrite_fails(path, monkeypatch, error, free)
+    assert says_the_disk_is_full(raised, tmp_path) and raised.__cause__ is error
+
+
+@pytest.mark.parametrize('error, free', [
+    (zip_writer_failed(), 1 << 40),  # plenty of room: something else went wrong in the writer
+    (RuntimeError('CUDA error: an illegal memory access was encountered'), 0),  # not the writer's error
+    (OSError(errno.EIO, 'Input/output error'), 0)])  # not ENOSPC
+def test_other_failed_saves_are_re_raised_unchanged(tmp_path, monkeypatch, error, free):
+    path = tmp_path / 'run-abc.pt'
+    path.write_bytes(b'the previous run')
+    raised = overwrite_fails(path, monkeypatch, error, free)
+    assert raised is error and raised.__cause__ is None
+
+
+@pytest.fixture()
+def small_file_system(tmp_path):
+    """A folder on a 64 kB tmpfs of its own (skips where mounting one is not permitted)."""
+    folder = tmp_path / 'small'
+    folder.mkdir()
+    try:
+        mounted = subprocess.run(['mount', '-t', 'tmpfs', '-o', 'size=64k', 'tmpfs', str(folder)],
+                                 capture_output=True, text=True)
+    except FileNotFoundError:
+        pytest.skip('no mount command here, so no small file system to fill')
+    if mounted.returncode:
+        why = ' '.join(mounted.stderr.split())
+        pytest.skip(f'mounting a 64 kB tmpfs is not permitted here (it needs root): {why}')
+    yield folder
+    subprocess.run(['umount', '--lazy', str(folder)], check=True)
+
+
+def test_a_real_full_disk_says_so_and_keeps_the_old_file(small_file_system):
+    path = small_file_system / 'run-abc.pt'
+    save_verified(path, dict(w=torch.ones(3)), dict(version=1))
+    raised = overwrite_fails(path)  # torch's own zip writer, on a file system that fills up
+    assert says_the_disk_is_full(raised, small_file_system) and isinstance(raised.__cause__, RuntimeError)
 
 
 def test_the_checksum_covers_values_dtypes_shapes_and_keys():
