@@ -14,6 +14,11 @@ the command exits 1 with one line naming the notebook and the cell as a reader c
 code cell), starting '...'", and leaves the committed results and figures as they were too (the kernel writes
 them into a staging folder that is published only when the whole notebook succeeded).
 
+A successful run prints one line per notebook, its name and how long it took, and under it at most one line counting
+what the kernel printed outside the notebook (its own stdout and stderr, captured into a file: a training worker's
+warning, a C library's message) and the warnings the run logged; a failed run prints that captured output in full under
+its FAILED line. The kernel talks to the runner over IPC sockets in a private temporary folder, not over TCP.
+
 SIGINT, SIGTERM or SIGHUP stops the run: the kernel, its training workers and their grading workers end within a few
 seconds (agentrl.stopping), no temporary file or staging folder stays, the destination, results and figures are left
 as they were, and one line says so (exit status 128 + the signal's number).
@@ -22,9 +27,12 @@ import argparse
 import ast
 import contextlib
 import functools
+import logging
 import os
 import sys
 import tempfile
+import time
+import warnings
 from pathlib import Path
 
 from agentrl import stopping
@@ -47,6 +55,8 @@ class _Kernel:
     managers = []  # its kernel managers (each knows its connection file)
     cell = None  # the executed index of the cell papermill runs
     stopped = False  # a stop signal ended a run of this process
+    output = ''  # what it printed outside the notebook (its stdout and stderr, captured into a file)
+    warnings = []  # what the run logged at WARNING or above, and the warnings Python raised in this process
 
 
 def _stop_kernels(started_before):
@@ -81,6 +91,80 @@ def check_parameters(src, nb, parameters):
                          f"'{PARAMETERS_TAG}') are: {', '.join(known) or 'none'}")
 
 
+# --- what a run prints -----------------------------------------------------------------------------------------------
+
+def messages(text):
+    """The messages of captured output: each line that starts at the margin, with the indented lines under it (a
+    warning's source line, a traceback's frames)."""
+    found = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        if found and line[0].isspace():
+            found[-1] += '\n' + line
+        else:
+            found.append(line)
+    return found
+
+
+def warnings_line(output, logged):
+    """The one line under a successful run gathering what the kernel printed and the run logged, or None if nothing:
+    "  2 warnings from the kernel (first: ...)"."""
+    printed = messages(output)
+    found = printed + list(logged)
+    if not found:
+        return None
+    sources = ' and '.join(name for name, some in (('the kernel', printed), ('the run', logged)) if some)
+    first = found[0].splitlines()[0].strip()
+    first = first if len(first) <= 100 else first[:97] + '...'
+    return f"  {len(found)} warning{'s' if len(found) > 1 else ''} from {sources} (first: {first})"
+
+
+def failure_detail(output, logged):
+    """What a failed run prints under its FAILED line: the kernel's captured output in full and what the run logged,
+    indented ('' if there was none)."""
+    parts = []
+    if output.strip():
+        parts += ["  the kernel's stdout and stderr:", *(f'    {line}' for line in output.rstrip().splitlines())]
+    if logged:
+        parts += ['  the run logged:', *(f'    {line}' for item in logged for line in item.splitlines())]
+    return '\n'.join(parts)
+
+
+class _Collector(logging.Handler):
+    def __init__(self, found):
+        super().__init__(logging.WARNING)
+        self.found = found
+
+    def emit(self, record):
+        self.found.append(f'{record.name} {record.levelname.lower()}: {record.getMessage()}')
+
+
+@contextlib.contextmanager
+def collected_warnings(found):
+    """Within the block, log records at WARNING or above (papermill's, nbclient's, jupyter_client's) and Python's
+    warnings in this process are appended to `found` as text instead of being printed."""
+    handler = _Collector(found)
+    root = logging.getLogger()
+    root.addHandler(handler)  # also keeps logging's last-resort handler from printing them
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            yield
+    finally:
+        root.removeHandler(handler)
+        found += [f'{w.category.__name__}: {w.message}' for w in caught]
+
+
+@contextlib.contextmanager
+def kernel_folder():
+    """A private temporary folder for a kernel's connection file, its IPC sockets and its captured output."""
+    # the path of an IPC socket (TMPDIR/agentrl-kernel-XXXXXXXX/k-N) must fit in 107 bytes: under a deep TMPDIR the
+    # folder goes in /tmp
+    parent = None if len(tempfile.gettempdir()) <= 70 else '/tmp'
+    with tempfile.TemporaryDirectory(prefix='agentrl-kernel-', dir=parent) as folder:
+        yield Path(folder)
+
+
 # --- running --------------------------------------------------------------------------------------------------------
 
 _ENGINE = 'agentrl'
@@ -89,7 +173,12 @@ KERNEL_SETUP = "--IPKernelApp.exec_lines=__import__('agentrl.stopping').stopping
 
 @functools.lru_cache(maxsize=None)
 def register_engine():
-    """Register (once) papermill's nbclient engine with two changes, under the name _ENGINE.
+    """Register (once) papermill's nbclient engine with these changes, under the name _ENGINE.
+
+    The kernel listens on IPC sockets in a private temporary folder (kernel_folder), and its stdout and stderr go to a
+    file there, read into _Kernel.output when it has ended. Once every cell has answered, the kernel is shut down
+    without the interrupt jupyter_client sends first: papermill's closing kernel_info request has been answered but
+    the kernel may still be finishing it, and the interrupt would land there ("KeyboardInterrupt caught in kernel").
 
     An exception escaping a cell (the kernel dying, the cell timing out) carries the index of the cell papermill was
     running as `executed_index`; after a timeout the busy kernel is killed rather than asked to shut down (asked,
@@ -98,27 +187,51 @@ def register_engine():
     traceback). The kernel leaves at once on SIGTERM, finishing a file it is writing, and when the runner ends
     (agentrl.stopping.start_worker, run by the kernel before any cell).
     """
+    from jupyter_client.manager import AsyncKernelManager
     from nbclient.exceptions import CellTimeoutError
     from papermill.clientwrap import PapermillNotebookClient
     from papermill.engines import NBClientEngine, papermill_engines
     from papermill.log import logger
     from papermill.utils import remove_args
 
+    class Manager(AsyncKernelManager):
+        idle = False  # every cell has answered: at shutdown there is nothing to interrupt
+
+        async def _async_interrupt_kernel(self):
+            if not self.idle:
+                await super()._async_interrupt_kernel()
+
+        interrupt_kernel = _async_interrupt_kernel
+
     class Client(PapermillNotebookClient):
+        folder = None  # the kernel's private folder while it runs
+
         def create_kernel_manager(self):
             manager = super().create_kernel_manager()
+            manager.transport = 'ipc'  # over TCP the kernel warns on stderr that its traffic is not encrypted
+            manager.connection_file = str(self.folder / 'kernel.json')
+            manager.ip = str(self.folder / 'k')  # the sockets are k-1, k-2, ...
             _Kernel.managers.append(manager)
             return manager
 
         @contextlib.contextmanager
         def setup_kernel(self, **kwargs):
             before = set(stopping.children())
-            with super().setup_kernel(**kwargs):
+            with kernel_folder() as self.folder:
+                output = self.folder / 'output'
                 try:
-                    yield
-                except stopping.Stopped:
-                    _stop_kernels(before)  # nbclient's clean-up then finds the kernel gone
-                    raise
+                    with open(output, 'wb') as file, super().setup_kernel(stdout=file, stderr=file, **kwargs):
+                        try:
+                            yield
+                        except stopping.Stopped:
+                            _stop_kernels(before)  # nbclient's clean-up then finds the kernel gone
+                            raise
+                finally:
+                    _Kernel.output = output.read_bytes().decode(errors='replace') if output.is_file() else ''
+
+        def papermill_execute_cells(self):
+            super().papermill_execute_cells()  # returns after the last cell, or after one that raised
+            self.km.idle = True
 
         def execute_cell(self, cell, cell_index, *args, **kwargs):
             _Kernel.cell = cell_index
@@ -137,7 +250,7 @@ def register_engine():
             kwargs = remove_args(['input_path', 'timeout', 'startup_timeout'], **kwargs)
             return Client(nb_man, timeout=execution_timeout, startup_timeout=start_timeout, kernel_name=kernel_name,
                           log=logger, log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
-                          extra_arguments=[KERNEL_SETUP], **kwargs).execute()
+                          extra_arguments=[KERNEL_SETUP], kernel_manager_class=Manager, **kwargs).execute()
 
     papermill_engines.register(_ENGINE, Engine)
 
@@ -149,12 +262,15 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
     file that is not a notebook, and for a cell that raises, kills the kernel or runs longer than cell_timeout s.
     A stopping.Stopped raised meanwhile (a signal, under main) ends the kernel's processes and propagates with
     `written` (whether dest was replaced) and `where` (the cell running, or None) set; dest is as it was unless written.
+    Afterwards, successful or not, _Kernel.output holds what the kernel printed outside the notebook and
+    _Kernel.warnings what the run logged.
     """
     import nbformat
     import papermill
     from jupyter_client.kernelspec import NoSuchKernel
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
+    _Kernel.output, _Kernel.warnings = '', []
     src, dest, parameters = Path(src), Path(dest), dict(parameters or {})
     if not src.is_file():
         raise FileNotFoundError(f'no notebook at {src}')
@@ -177,7 +293,7 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
                 staged_outputs() as publish:
             before = set(stopping.children())
             try:  # AGENTRL_PROGRESS=0: no progress bars in the saved outputs (they are for a reader in JupyterLab)
-                with environment(AGENTRL_PROGRESS='0'):
+                with environment(AGENTRL_PROGRESS='0'), collected_warnings(_Kernel.warnings):
                     papermill.execute_notebook(str(src), str(tmp), parameters=parameters, kernel_name=kernel,
                                                engine_name=_ENGINE, cwd=str(src.parent), progress_bar=False,
                                                log_output=False, execution_timeout=int(cell_timeout))
@@ -316,12 +432,15 @@ def main(argv=None):
         try:
             for path in args.notebooks:
                 dest = path if args.output is None else args.output / path.name
-                print(f'executing {path}', flush=True)
+                started = time.monotonic()
                 try:
                     execute_notebook(path, dest, parameters, cell_timeout=args.cell_timeout)
                 except (NotebookFailed, OSError) as err:
-                    print(f'FAILED: {err}', file=sys.stderr)
+                    detail = failure_detail(_Kernel.output, _Kernel.warnings)
+                    print(f'FAILED: {err}' + (f'\n{detail}' if detail else ''), file=sys.stderr)
                     return 1
+                summary = warnings_line(_Kernel.output, _Kernel.warnings)
+                print(f'{path}: {time.monotonic() - started:.1f} s' + (f'\n{summary}' if summary else ''), flush=True)
         except stopping.Stopped as stop:
             _Kernel.stopped = True
             print(stopped_line(stop, path, dest if path else None), file=sys.stderr, flush=True)

@@ -1,6 +1,9 @@
 """The notebook runner refuses mistakes before a kernel starts, and every failure names the notebook and the cell
-(as a reader counts them), leaves the destination byte-identical and leaves no temporary file."""
+(as a reader counts them), leaves the destination byte-identical and leaves no temporary file; a success prints one
+line, and at most one more counting what the kernel printed."""
 import os
+import re
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -134,6 +137,58 @@ def test_a_cell_running_past_the_limit_fails_naming_the_cell_and_the_limit(tmp_p
     assert ("nb.ipynb: cell 3 (the 2nd code cell), starting 'import time': still running after the cell limit "
             "of 2 s (raise it with --cell-timeout SECONDS)") in err
     assert snapshot(tmp_path) == before
+
+
+# The kernel answers papermill's closing kernel_info request, then takes a while to finish handling it: an interrupt
+# sent at shutdown lands there, and the kernel logs "ERROR | KeyboardInterrupt caught in kernel." on its stderr.
+SLOW_TO_FINISH = ('import time\nkernel = get_ipython().kernel\n'
+                  'answer = kernel.shell_handlers["kernel_info_request"]\n\n\n'
+                  'async def answer_then_tidy_up(*args):\n    await answer(*args)\n    time.sleep(1)\n\n\n'
+                  'kernel.shell_handlers["kernel_info_request"] = answer_then_tidy_up')
+
+
+def test_a_successful_run_prints_one_line_naming_the_notebook_and_its_time(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path / 'tmp'))  # where the kernel's folder goes
+    (tmp_path / 'tmp').mkdir()
+    where = ('from ipykernel.kernelapp import IPKernelApp\n'
+             'app = IPKernelApp.instance()\nprint(app.transport, app.connection_file)')
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('markdown', 'intro'), ('code', where), ('code', SLOW_TO_FINISH)])
+    assert main([str(nb)]) == 0
+    out, err = capsys.readouterr()
+    assert re.fullmatch(rf'{re.escape(str(nb))}: \d+\.\d s\n', out), out
+    assert 'TCP' not in out + err and 'ERROR' not in out + err, out + err
+    assert err == '', err  # no TCP warning, no KeyboardInterrupt caught at shutdown, nothing else
+    transport, connection_file = nbformat.read(nb, as_version=4).cells[1].outputs[0].text.split()
+    assert transport == 'ipc' and connection_file.startswith(str(tmp_path / 'tmp' / 'agentrl-kernel-'))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['nb.ipynb', 'tmp']
+    assert list((tmp_path / 'tmp').iterdir()) == []  # the kernel's connection file, sockets and output are gone
+
+
+def test_what_the_kernel_prints_is_counted_in_one_line(tmp_path, capsys):
+    # a worker process and a C library write to the kernel's stderr (a run under make showed them); what the cell
+    # writes to sys.stderr is the notebook's output, not the kernel's
+    warns = ('import os, subprocess, sys\n'
+             'print("a notebook output", file=sys.stderr)\n'
+             'subprocess.run([sys.executable, "-c", "import warnings; warnings.warn(\'a worker warns\')"])\n'
+             'os.write(2, b"a C library complains\\n")')
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', warns)])
+    assert main([str(nb), '--output', str(tmp_path / 'out')]) == 0
+    out, err = capsys.readouterr()
+    assert err == '', err
+    lines = out.splitlines()[1:]  # after the line naming --output's folders
+    assert len(lines) == 2 and re.fullmatch(rf'{re.escape(str(nb))}: \d+\.\d s', lines[0]), out
+    assert lines[1] == '  2 warnings from the kernel (first: <string>:1: UserWarning: a worker warns)', out
+    assert 'C library' not in out
+    outputs = nbformat.read(tmp_path / 'out' / 'nb.ipynb', as_version=4).cells[0].outputs
+    assert outputs[0].name == 'stderr' and outputs[0].text.startswith('a notebook output\n')
+
+
+def test_a_failed_run_shows_what_the_kernel_printed(tmp_path, capsys):
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', 'import os\nos.write(2, b"last words\\n")\nos._exit(3)')])
+    code, err = run_cli(capsys, nb, '--output', tmp_path / 'out')
+    assert code == 1
+    assert err.splitlines()[:3] == [f"FAILED: {nb}: cell 1 (the 1st code cell), starting 'import os': the kernel "
+                                    "died while running it", "  the kernel's stdout and stderr:", '    last words']
 
 
 def test_a_side_run_writes_its_results_and_figures_beside_it_not_over_the_committed_ones(tmp_path, capsys, monkeypatch):
