@@ -26,19 +26,18 @@ as they were, and one line says so (exit status 128 + the signal's number).
 import argparse
 import ast
 import contextlib
-import functools
-import logging
 import os
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 from agentrl import stopping
 from agentrl.atomic import atomic_output
 from agentrl.side_runs import DESTINATIONS, aside
 from agentrl.paths import figures_dir, results_dir
+from machinery.notebook_kernel import (ENGINE, RunningKernel, collected_warnings, failure_detail,
+                                     register_engine, stop_kernels, warnings_line)
 from machinery.notebook_cells import PARAMETERS_TAG, assigned_names, describe_cell, first_tagged, read_notebook, where
 from machinery.notebook_outputs import strip_volatile
 
@@ -48,24 +47,6 @@ CELL_TIMEOUT = 1800  # seconds one cell may run before the run fails; generous, 
 
 class NotebookFailed(RuntimeError):
     """A notebook could not be run to the end; the message names the notebook and the cell concerned."""
-
-
-class _Kernel:
-    """What the runner knows of the kernel of the notebook running now."""
-    managers = []  # its kernel managers (each knows its connection file)
-    cell = None  # the executed index of the cell papermill runs
-    stopped = False  # a stop signal ended a run of this process
-    output = ''  # what it printed outside the notebook (its stdout and stderr, captured into a file)
-    warnings = []  # what the run logged at WARNING or above, and the warnings Python raised in this process
-
-
-def _stop_kernels(started_before):
-    """End this process's children that were not running in `started_before` (kernels), with their workers, and
-    remove their connection files."""
-    stopping.stop_processes(set(stopping.children()) - started_before)
-    for manager in _Kernel.managers:
-        with contextlib.suppress(OSError, TypeError):
-            os.unlink(manager.connection_file)
 
 
 # --- parameters ---------------------------------------------------------------------------------------------------
@@ -91,170 +72,6 @@ def check_parameters(src, nb, parameters):
                          f"'{PARAMETERS_TAG}') are: {', '.join(known) or 'none'}")
 
 
-# --- what a run prints -----------------------------------------------------------------------------------------------
-
-def messages(text):
-    """The messages of captured output: each line that starts at the margin, with the indented lines under it (a
-    warning's source line, a traceback's frames)."""
-    found = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        if found and line[0].isspace():
-            found[-1] += '\n' + line
-        else:
-            found.append(line)
-    return found
-
-
-def warnings_line(output, logged):
-    """The one line under a successful run gathering what the kernel printed and the run logged, or None if nothing:
-    "  2 warnings from the kernel (first: ...)"."""
-    printed = messages(output)
-    found = printed + list(logged)
-    if not found:
-        return None
-    sources = ' and '.join(name for name, some in (('the kernel', printed), ('the run', logged)) if some)
-    first = found[0].splitlines()[0].strip()
-    first = first if len(first) <= 100 else first[:97] + '...'
-    return f"  {len(found)} warning{'s' if len(found) > 1 else ''} from {sources} (first: {first})"
-
-
-def failure_detail(output, logged):
-    """What a failed run prints under its FAILED line: the kernel's captured output in full and what the run logged,
-    indented ('' if there was none)."""
-    parts = []
-    if output.strip():
-        parts += ["  the kernel's stdout and stderr:", *(f'    {line}' for line in output.rstrip().splitlines())]
-    if logged:
-        parts += ['  the run logged:', *(f'    {line}' for item in logged for line in item.splitlines())]
-    return '\n'.join(parts)
-
-
-class _Collector(logging.Handler):
-    def __init__(self, found):
-        super().__init__(logging.WARNING)
-        self.found = found
-
-    def emit(self, record):
-        self.found.append(f'{record.name} {record.levelname.lower()}: {record.getMessage()}')
-
-
-@contextlib.contextmanager
-def collected_warnings(found):
-    """Within the block, log records at WARNING or above (papermill's, nbclient's, jupyter_client's) and Python's
-    warnings in this process are appended to `found` as text instead of being printed."""
-    handler = _Collector(found)
-    root = logging.getLogger()
-    root.addHandler(handler)  # also keeps logging's last-resort handler from printing them
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            yield
-    finally:
-        root.removeHandler(handler)
-        found += [f'{w.category.__name__}: {w.message}' for w in caught]
-
-
-@contextlib.contextmanager
-def kernel_folder():
-    """A private temporary folder for a kernel's connection file, its IPC sockets and its captured output."""
-    # the path of an IPC socket (TMPDIR/agentrl-kernel-XXXXXXXX/k-N) must fit in 107 bytes: under a deep TMPDIR the
-    # folder goes in /tmp
-    parent = None if len(tempfile.gettempdir()) <= 70 else '/tmp'
-    with tempfile.TemporaryDirectory(prefix='agentrl-kernel-', dir=parent) as folder:
-        yield Path(folder)
-
-
-# --- running --------------------------------------------------------------------------------------------------------
-
-_ENGINE = 'agentrl'
-KERNEL_SETUP = "--IPKernelApp.exec_lines=__import__('agentrl.stopping').stopping.start_worker()"
-
-
-@functools.lru_cache(maxsize=None)
-def register_engine():
-    """Register (once) papermill's nbclient engine with these changes, under the name _ENGINE.
-
-    The kernel listens on IPC sockets in a private temporary folder (kernel_folder), and its stdout and stderr go to a
-    file there, read into _Kernel.output when it has ended. Once every cell has answered, the kernel is shut down
-    without the interrupt jupyter_client sends first: papermill's closing kernel_info request has been answered but
-    the kernel may still be finishing it, and the interrupt would land there ("KeyboardInterrupt caught in kernel").
-
-    An exception escaping a cell (the kernel dying, the cell timing out) carries the index of the cell papermill was
-    running as `executed_index`; after a timeout the busy kernel is killed rather than asked to shut down (asked,
-    it answers with a traceback of its own on stderr). On a stop signal (stopping.Stopped) the kernel and its workers
-    are ended before nbclient cleans up (asked to shut down, a busy kernel is first interrupted: a KeyboardInterrupt
-    traceback). The kernel leaves at once on SIGTERM, finishing a file it is writing, and when the runner ends
-    (agentrl.stopping.start_worker, run by the kernel before any cell).
-    """
-    from jupyter_client.manager import AsyncKernelManager
-    from nbclient.exceptions import CellTimeoutError
-    from papermill.clientwrap import PapermillNotebookClient
-    from papermill.engines import NBClientEngine, papermill_engines
-    from papermill.log import logger
-    from papermill.utils import remove_args
-
-    class Manager(AsyncKernelManager):
-        idle = False  # every cell has answered: at shutdown there is nothing to interrupt
-
-        async def _async_interrupt_kernel(self):
-            if not self.idle:
-                await super()._async_interrupt_kernel()
-
-        interrupt_kernel = _async_interrupt_kernel
-
-    class Client(PapermillNotebookClient):
-        folder = None  # the kernel's private folder while it runs
-
-        def create_kernel_manager(self):
-            manager = super().create_kernel_manager()
-            manager.transport = 'ipc'  # over TCP the kernel warns on stderr that its traffic is not encrypted
-            manager.connection_file = str(self.folder / 'kernel.json')
-            manager.ip = str(self.folder / 'k')  # the sockets are k-1, k-2, ...
-            _Kernel.managers.append(manager)
-            return manager
-
-        @contextlib.contextmanager
-        def setup_kernel(self, **kwargs):
-            before = set(stopping.children())
-            with kernel_folder() as self.folder:
-                output = self.folder / 'output'
-                try:
-                    with open(output, 'wb') as file, super().setup_kernel(stdout=file, stderr=file, **kwargs):
-                        try:
-                            yield
-                        except stopping.Stopped:
-                            _stop_kernels(before)  # nbclient's clean-up then finds the kernel gone
-                            raise
-                finally:
-                    _Kernel.output = output.read_bytes().decode(errors='replace') if output.is_file() else ''
-
-        def papermill_execute_cells(self):
-            super().papermill_execute_cells()  # returns after the last cell, or after one that raised
-            self.km.idle = True
-
-        def execute_cell(self, cell, cell_index, *args, **kwargs):
-            _Kernel.cell = cell_index
-            try:
-                return super().execute_cell(cell, cell_index, *args, **kwargs)
-            except Exception as err:
-                err.executed_index = cell_index
-                if isinstance(err, CellTimeoutError):
-                    self.shutdown_kernel = 'immediate'
-                raise
-
-    class Engine(NBClientEngine):
-        @classmethod
-        def execute_managed_notebook(cls, nb_man, kernel_name, log_output=False, stdout_file=None, stderr_file=None,
-                                     start_timeout=60, execution_timeout=None, **kwargs):
-            kwargs = remove_args(['input_path', 'timeout', 'startup_timeout'], **kwargs)
-            return Client(nb_man, timeout=execution_timeout, startup_timeout=start_timeout, kernel_name=kernel_name,
-                          log=logger, log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
-                          extra_arguments=[KERNEL_SETUP], kernel_manager_class=Manager, **kwargs).execute()
-
-    papermill_engines.register(_ENGINE, Engine)
-
-
 def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CELL_TIMEOUT):
     """Run notebook src with papermill (cwd = its folder) and atomically write the stripped result to dest.
 
@@ -262,15 +79,15 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
     file that is not a notebook, and for a cell that raises, kills the kernel or runs longer than cell_timeout s.
     A stopping.Stopped raised meanwhile (a signal, under main) ends the kernel's processes and propagates with
     `written` (whether dest was replaced) and `where` (the cell running, or None) set; dest is as it was unless written.
-    Afterwards, successful or not, _Kernel.output holds what the kernel printed outside the notebook and
-    _Kernel.warnings what the run logged.
+    Afterwards, successful or not, RunningKernel.output holds what the kernel printed outside the notebook and
+    RunningKernel.warnings what the run logged.
     """
     import nbformat
     import papermill
     from jupyter_client.kernelspec import NoSuchKernel
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    _Kernel.output, _Kernel.warnings = '', []
+    RunningKernel.output, RunningKernel.warnings = '', []
     src, dest, parameters = Path(src), Path(dest), dict(parameters or {})
     if not src.is_file():
         raise FileNotFoundError(f'no notebook at {src}')
@@ -287,19 +104,19 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
     register_engine()
     made = [folder for folder in (dest.parent, *dest.parent.parents) if not folder.exists()]  # deepest first
     written = False
-    _Kernel.cell, _Kernel.managers = None, []
+    RunningKernel.cell, RunningKernel.managers = None, []
     try:
         with contextlib.ExitStack() as finishing, atomic_output(dest, '.ipynb') as tmp, aside(src.stem, parameters), \
                 staged_outputs() as publish:
             before = set(stopping.children())
             try:  # AGENTRL_PROGRESS=0: no progress bars in the saved outputs (they are for a reader in JupyterLab)
-                with environment(AGENTRL_PROGRESS='0'), collected_warnings(_Kernel.warnings):
+                with environment(AGENTRL_PROGRESS='0'), collected_warnings(RunningKernel.warnings):
                     papermill.execute_notebook(str(src), str(tmp), parameters=parameters, kernel_name=kernel,
-                                               engine_name=_ENGINE, cwd=str(src.parent), progress_bar=False,
+                                               engine_name=ENGINE, cwd=str(src.parent), progress_bar=False,
                                                log_output=False, execution_timeout=int(cell_timeout))
             except stopping.Stopped as stop:  # end the kernel and its workers before the staging folder goes
-                stop.where = None if _Kernel.cell is None else where(nb, parameters, _Kernel.cell)
-                _stop_kernels(before)  # (the Client did, unless the signal came while the kernel started)
+                stop.where = None if RunningKernel.cell is None else where(nb, parameters, RunningKernel.cell)
+                stop_kernels(before)  # (the Client did, unless the signal came while the kernel started)
                 raise
             except papermill.PapermillExecutionError as err:
                 raise NotebookFailed(f'{src}: {where(nb, parameters, err.cell_index)}: '
@@ -436,13 +253,13 @@ def main(argv=None):
                 try:
                     execute_notebook(path, dest, parameters, cell_timeout=args.cell_timeout)
                 except (NotebookFailed, OSError) as err:
-                    detail = failure_detail(_Kernel.output, _Kernel.warnings)
+                    detail = failure_detail(RunningKernel.output, RunningKernel.warnings)
                     print(f'FAILED: {err}' + (f'\n{detail}' if detail else ''), file=sys.stderr)
                     return 1
-                summary = warnings_line(_Kernel.output, _Kernel.warnings)
+                summary = warnings_line(RunningKernel.output, RunningKernel.warnings)
                 print(f'{path}: {time.monotonic() - started:.1f} s' + (f'\n{summary}' if summary else ''), flush=True)
         except stopping.Stopped as stop:
-            _Kernel.stopped = True
+            RunningKernel.stopped = True
             print(stopped_line(stop, path, dest if path else None), file=sys.stderr, flush=True)
             return stop.exit_code
     return 0
@@ -462,6 +279,6 @@ def stopped_line(stop, path, dest):
 
 if __name__ == '__main__':
     status = main()
-    if _Kernel.stopped:  # end by the signal itself (so a calling shell or make stops too), skipping the interpreter's
+    if RunningKernel.stopped:  # end by the signal itself (so a calling shell or make stops too), skipping the interpreter's
         stopping.die_by(status - 128)  # teardown, which would report the stopped kernel client's pending tasks
     sys.exit(status)
