@@ -182,9 +182,9 @@ def substrate_lines(export):
     if decision.action != 'freeze':
         return [f'- **The TinyAgent substrate** is not frozen yet (`calibration/README.md`): {decision.reason}.']
     frozen = next(r for r in recs if r['number'] == decision.frozen)
-    measured = [('seeds ' + search._seeds(frozen['seeds']), frozen['rows'])]
+    measured = [('seeds ' + search.seeds(frozen['seeds']), frozen['rows'])]
     if frozen.get('confirmation'):
-        measured.append(('the unseen seeds ' + search._seeds(frozen['confirmation']['seeds']),
+        measured.append(('the unseen seeds ' + search.seeds(frozen['confirmation']['seeds']),
                          frozen['confirmation']['rows']))
     held = ' and '.join(f'{sum(bool(r.get("holds")) for r in rows)} on {where}' for where, rows in measured)
     lines = [f'- **The TinyAgent substrate** (`config.DEFAULT`) is trial {frozen["number"]} of the calibration '
@@ -195,7 +195,7 @@ def substrate_lines(export):
         missed = [r for r in rows if not r.get('holds')]
         if missed:
             lines.append(f'  - missed on {where}: ' + '; '.join(
-                f'{r["quantity"]} {_row_value(r)} (band {search._band(r)}, book {r.get("book", "")})' for r in missed))
+                f'{r["quantity"]} {_row_value(r)} (band {search.band(r)}, book {r.get("book", "")})' for r in missed))
     return lines
 
 
@@ -213,8 +213,8 @@ def long_study_lines(export):
             else 'by the default rule fixed before its search (all 26 rows on seeds 0-4 and at least 24 on seeds '
                  '5-9), it stays a named candidate and trial 45 stays the default')
     return [f'- **The long-grammar substrate** is trial {frozen["number"]} of the second study ({where}): it holds '
-            f'{frozen["rows_held"]} of {len(frozen["rows"])} rows on seeds {search._seeds(frozen["seeds"])}'
-            + (f' and {confirmed["rows_held"]} on the unseen seeds {search._seeds(confirmed["seeds"])}'
+            f'{frozen["rows_held"]} of {len(frozen["rows"])} rows on seeds {search.seeds(frozen["seeds"])}'
+            + (f' and {confirmed["rows_held"]} on the unseen seeds {search.seeds(confirmed["seeds"])}'
                if confirmed else '') + f'; {role}.']
 
 
@@ -401,7 +401,7 @@ def long_search_timing(export):
     rerun = len({r['requeued_from'] for r in recs if r.get('requeued_from') is not None})
     sessions = attrs.get('sessions', [])
     each = '; '.join(f'{session["start"][:10]}, {_minutes(session["seconds"])}, '
-                     f'{search._count(session["finished"], "trial")} finished, {_ending(session, i == len(sessions) - 1)}'
+                     f'{search.count(session["finished"], "trial")} finished, {_ending(session, i == len(sessions) - 1)}'
                      for i, session in enumerate(sessions))
     spans = []
     for state, word in (('COMPLETE', 'a complete trial'), ('PRUNED', 'a pruned one')):
@@ -423,7 +423,7 @@ def sweep_timing(record):
     label = lambda name: (f'trial {entries[name]["trial"]}' + (' (long calls)' if name == 'long' else '')  # noqa: E731
                           if name in entries else name)
     each = '; '.join(f'{session["date"]}, ' + ', '.join(map(label, session['substrates'])) + f' on seeds '
-                     f'{search._seeds(session["seeds"])}, {_minutes(session["seconds"])} on {session["scheduler"]} '
+                     f'{search.seeds(session["seeds"])}, {_minutes(session["seconds"])} on {session["scheduler"]} '
                      f'({session["workers"]} workers, {session["cpus"]} CPUs), the RL bases it built included'
                      for session in record['sessions'])
     runs = ', '.join(f'{label(name)} {_minutes(entries[name]["seconds"])}' for name in substrates.in_order(entries))

@@ -1,4 +1,4 @@
-"""The calibration search (machinery/search.py): objective order, pruning, the freeze rule, the search space,
+"""The calibration search (machinery/search/): objective order, pruning, the freeze rule, the search space,
 snapshot and resume, the exports, stopping; on fake measurements, and one two-trial smoke run on the real ones."""
 import csv
 import dataclasses
@@ -348,14 +348,15 @@ class Held:
 
 def test_a_worker_asks_for_its_trial_under_the_lock_and_tells_its_state(tmp_path):
     search, asking = search_in(tmp_path, measure=FakeMeasure(first=13)), Held()
-    study = S.open_study(search)
+    storage = S.study_storage(search)
+    study = S.open_study(search, storage=storage)
     ask, asked = study.ask, []
     study.ask = lambda: asked.append(asking.held) or ask()
-    assert S.run_trial(study, search, asking, report=None) == 0 and asked == [True]
+    assert S.run_trial(study, storage, search, asking, report=None) == 0 and asked == [True]
     assert study.trials[0].state.name == 'PRUNED'
     failing = dataclasses.replace(search, measure=FakeMeasure(fail=True))
-    assert S.run_trial(study, failing, asking, report=None) == 1 and study.trials[1].state.name == 'FAIL'
-    assert S.run_trial(study, dataclasses.replace(search, measure=FakeMeasure()), asking, None) == 2
+    assert S.run_trial(study, storage, failing, asking, report=None) == 1 and study.trials[1].state.name == 'FAIL'
+    assert S.run_trial(study, storage, dataclasses.replace(search, measure=FakeMeasure()), asking, None) == 2
     assert study.trials[2].state.name == 'COMPLETE' and asked == [True] * 3
 
 

@@ -109,7 +109,7 @@ def test_the_calibration_and_a_search_trial_measure_the_same_on_a_dask_cluster(t
         workers = worker_processes(client)
         measured = calibration_measure.measure(QUICK, protocol, executor=client.get_executor())
         trial = search.Search(scheduler=cluster.scheduler_address)  # what --scheduler sets
-        seeds = search._measured(trial, QUICK, protocol, [('batch', 0), ('seed', 1)])
+        seeds = search.measured(trial, QUICK, protocol, [('batch', 0), ('seed', 1)])
         workers |= worker_processes(client)
     assert measured == here
     assert seeds == [here[1][0], here[0][1]]
