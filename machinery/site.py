@@ -149,6 +149,12 @@ math { font-family: "Latin Modern Math", "STIX Two Math", "Cambria Math", "DejaV
 .table-scroll { max-width: 100%; overflow-x: auto; margin-bottom: 1em; }
 .table-scroll > table { margin-bottom: 0; }
 img { max-width: 100%; height: auto; }
+/* Code, printed output and preformatted text keep their lines (a table printed in text stays aligned) and scroll
+   sideways inside their box: the lab's cells hide what passes their edge, and its output wraps mid-token. A flex
+   item gives its width up to the screen only with min-width 0. */
+.jp-InputArea-editor, .jp-OutputArea-output { min-width: 0; }
+.jp-InputArea-editor pre, .jp-OutputArea-output pre, .jp-RenderedHTMLCommon pre, pre {
+  overflow-x: auto; white-space: pre; word-break: normal; overflow-wrap: normal; }
 @media print {
   .jp-InputPrompt, .jp-OutputPrompt, .jp-InputArea-prompt, .jp-OutputArea-prompt { display: none; }
   .jp-Notebook { padding: 0; }

@@ -216,6 +216,46 @@ def test_wide_tables_scroll_inside_their_box(built):
     assert re.search(r'\.table-scroll\s*\{[^}]*overflow-x:\s*auto', (out / site.INDEX).read_text())
 
 
+def screen_rules(soup):
+    """(selector, {property: value}) for every rule of the site's own style sheet (the page's last) that a screen
+    applies: the print rules and @font-face left out."""
+    css = soup.find_all('style')[-1].get_text().split('@media print', 1)[0]
+    for selectors, body in re.findall(r'([^{}@]+)\{([^{}]*)\}', re.sub(r'@font-face\s*\{[^}]*\}', '', css)):
+        declarations = dict(re.findall(r'([\w-]+)\s*:\s*([^;]+?)\s*(?:;|$)', body))
+        for selector in selectors.split(','):
+            yield selector.strip(), declarations
+
+
+def style_of(soup, element):
+    """What the site's screen rules set on an element, later rules over earlier ones."""
+    style = {}
+    for selector, declarations in screen_rules(soup):
+        if element in soup.select(selector):
+            style.update(declarations)
+    return style
+
+
+def test_code_output_and_preformatted_text_scroll_sideways_instead_of_being_cut_or_wrapped(tmp_path, monkeypatch):
+    """A long line of code, a printed table and a <pre> of Markdown keep their lines and scroll inside their box;
+    the lab's flex items around them may shrink to the screen (else the box grows past the page and is cut)."""
+    code = nbformat.v4.new_code_cell('print(f"{name:<16} | {value:>12.3f} | " + "long line " * 20)')
+    code.outputs = [nbformat.v4.new_output('stream', name='stdout', text='setting          | entropy 0-4 -> 35-39\n')]
+    out = fake_repository(tmp_path, monkeypatch, [nbformat.v4.new_markdown_cell('# probe\n\n```\nmake html\n```'),
+                                                  code])
+    site.build(out)
+    soup = soup_of(out / '99_probe.html')
+    blocks = {'code': soup.select_one('.jp-InputArea-editor pre'),
+              'output': soup.select_one('.jp-OutputArea-output pre'),
+              'markdown': soup.select_one('.jp-RenderedMarkdown pre')}
+    for kind, block in blocks.items():
+        assert block is not None, f'no {kind} block on the page'
+        style = style_of(soup, block)
+        assert style.get('overflow-x') == 'auto' and style.get('white-space') == 'pre', f'{kind}: {style}'
+        assert style.get('word-break', 'normal') == 'normal', f'{kind} breaks mid-token: {style}'
+    for area in ('.jp-InputArea-editor', '.jp-OutputArea-output'):
+        assert style_of(soup, soup.select_one(area)).get('min-width') == '0', f'{area} cannot shrink to the screen'
+
+
 def test_an_escaped_pipe_in_a_tables_code_reads_as_on_github(built):
     out, _ = built
     cells = [code.get_text() for code in soup_of(out / site.REPORT).select('td code')]
