@@ -93,7 +93,7 @@ html: $(SETUP)
 calibrate: $(SETUP)
 	$(PY) -m machinery.calibrate $(CALIBRATE_ARGS)
 
-# The calibration searches (machinery/search.py): continue a study in 2 worker processes, until its budget is
+# The calibration searches (machinery/search/): continue a study in 2 worker processes, until its budget is
 # used or the freeze rule has a candidate to confirm; then apply the freeze rule, which prints the configuration to
 # freeze. calibrate-record rewrites the study's record from it. SEARCH_ARGS passes options, e.g.
 # make calibrate-search SEARCH_ARGS="--minutes 50 --commit" (the first study, calibration/), or
