@@ -18,7 +18,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from agentrl.paths import README, REPO
-from machinery.report import replace_between_markers, write_text
+from machinery.readme_blocks import replace_between_markers, write_text
 
 REPORT = REPO / 'reports' / 'mutation.md'
 RESULTS = REPO / 'reports' / 'mutation-results.json'  # mutmut's verdicts and the runs' times, as committed data

@@ -12,7 +12,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from machinery.report import between_markers, replace_between_markers, write_text
+from machinery.readme_blocks import between_markers, replace_between_markers, write_text
 from agentrl.paths import README, REPO
 
 TESTS = REPO / 'tests'

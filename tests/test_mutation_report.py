@@ -6,7 +6,7 @@ import pytest
 from agentrl.paths import README
 from machinery import mutation
 from machinery import mutation_report as report
-from machinery.report import between_markers
+from machinery.readme_blocks import between_markers
 
 
 def row(status, function='f', line='return a + b', mutated='return a - b', module='agentrl.core.kl'):

@@ -13,7 +13,9 @@ from agentrl.paths import BOOK_OUTPUTS, README, REPRODUCTION, RESULTS
 from machinery import registry
 from machinery.notebook_outputs import coalesce_streams
 from machinery.notebook_runner import NotebookFailed, execute_notebook, main
-from machinery.report import FAITHFULNESS_BEGIN, FAITHFULNESS_END, Recorded, build_report, faithfulness_summary
+from machinery.readme_blocks import FAITHFULNESS_BEGIN, FAITHFULNESS_END, faithfulness_summary
+from machinery.recorded import Recorded
+from machinery.report import build_report
 from conftest import NOTEBOOKS, REPO
 
 ALL_NOTEBOOKS = sorted(p.stem for p in NOTEBOOKS.glob('[0-9][0-9]_*.ipynb'))
@@ -437,7 +439,7 @@ def test_show_prints_exactly_what_it_records(tmp_path, capsys):
 
 
 def test_the_report_marks_exact_lines_that_differ(tmp_path):
-    from machinery.report import compare_block
+    from machinery.recorded import compare_block
 
     block = chapter.blocks_of('10.8')[2]  # the memory table: row 0 measured, the model-size rows exact
     ours = ['TinyAgent: 1 parameters', block.lines[1], block.lines[2].replace('119', '118'), block.lines[3]]
@@ -449,7 +451,7 @@ def test_the_report_marks_exact_lines_that_differ(tmp_path):
 
 
 def test_the_report_says_what_is_not_executed_and_fills_the_readme_between_its_markers(tmp_path):
-    from machinery.report import with_faithfulness
+    from machinery.readme_blocks import with_faithfulness
 
     text = build_report(tmp_path)  # no results at all
     assert text.count('*Not executed yet: no recorded results.*') == len(chapter.SECTIONS)
@@ -461,7 +463,7 @@ def test_the_report_says_what_is_not_executed_and_fills_the_readme_between_its_m
 
 
 def test_the_substrate_lines_name_the_frozen_trial_and_the_rows_it_misses_on_each_set_of_seeds():
-    from machinery.report import substrate_lines
+    from machinery.readme_blocks import substrate_lines
 
     def row(quantity, mean, holds):
         return dict(quantity=quantity, mean=mean, holds=holds, low=0.1, high=0.5, fmt='{:.2f}', book='0.3')
@@ -481,7 +483,7 @@ def test_the_substrate_lines_name_the_frozen_trial_and_the_rows_it_misses_on_eac
 
 
 def test_the_long_grammar_line_says_whether_its_study_froze_a_trial_and_what_the_default_rule_decided():
-    from machinery.report import long_study_lines
+    from machinery.readme_blocks import long_study_lines
 
     def trial(number, held, confirmed):
         rows = [dict(quantity=f'row {i}', holds=i < held) for i in range(26)]
@@ -498,7 +500,7 @@ def test_the_long_grammar_line_says_whether_its_study_froze_a_trial_and_what_the
 
 
 def test_the_across_substrate_lines_set_the_two_frozen_substrates_side_by_side():
-    from machinery.report import across_lines
+    from machinery.readme_blocks import across_lines
 
     def row(key, t45, long, label):
         # in the stored record's order (its keys sorted): the lines still put trial 45 first
@@ -519,7 +521,7 @@ def test_the_across_substrate_lines_set_the_two_frozen_substrates_side_by_side()
 
 
 def test_readme_timings_block_is_the_one_the_search_and_sweep_records_give():
-    from machinery.report import TIMINGS_BEGIN, TIMINGS_END, timing_lines
+    from machinery.readme_blocks import TIMINGS_BEGIN, TIMINGS_END, timing_lines
     text = README.read_text(encoding='utf-8')
     assert TIMINGS_BEGIN in text and TIMINGS_END in text, 'README.md lacks the timings markers `make report` fills in'
     block = text[text.index(TIMINGS_BEGIN) + len(TIMINGS_BEGIN):text.index(TIMINGS_END)]
@@ -527,7 +529,7 @@ def test_readme_timings_block_is_the_one_the_search_and_sweep_records_give():
 
 
 def test_the_search_timing_waits_for_the_budget_and_then_reads_every_session_from_the_record():
-    from machinery.report import long_search_timing, sweep_timing
+    from machinery.readme_blocks import long_search_timing, sweep_timing
 
     def trial(number, state, seconds, **extra):
         return dict(number=number, state=state, rows_held=20 if state == 'COMPLETE' else None, band_distance=1.0,
