@@ -28,9 +28,12 @@ from machinery.site_tex import FormulaError, plain_text, render_inline, render_m
 INDEX, REPORT, README_PAGE = 'index.html', 'reproduction.html', 'readme.html'
 LINK = re.compile(r'(?P<attr>href|src)="(?P<target>[^"#?]*)(?P<rest>[#?][^"]*)?"')
 
-# The math font of the last resort, shipped in site/fonts/: DejaVu Serif as matplotlib (pinned) ships it, with an
-# OpenType MATH table; a reader's system math font comes first (see SITE_CSS).
-MATH_FONT, MATH_FONT_LICENSE = 'DejaVuSerif.ttf', 'LICENSE_DEJAVU'
+# The math font every formula is set in, shipped in site/fonts/ with its licence and notice: Latin Modern Math
+# (GUST Font License), kept in machinery/site_fonts/. A browser sets MathML from the font's OpenType MATH table:
+# its script shifts, and the glyph pieces a stretched brace is built of, which a text font's table lacks.
+FONTS = Path(__file__).with_name('site_fonts')
+MATH_FONT, MATH_FONT_LICENSE, MATH_FONT_NOTICE = 'latinmodern-math.otf', 'GUST-FONT-LICENSE.txt', \
+    'README-Latin-Modern-Math.txt'
 
 
 # --- pages ----------------------------------------------------------------------------------------------------------
@@ -138,11 +141,10 @@ def index_markdown(entries):
 
 
 SITE_CSS = """
-/* Formulas are MathML written by the build. The first math font the reader's system has is used, else the one
-   shipped in fonts/ (DejaVu Serif, which has the OpenType MATH table a browser needs to set formulas). */
-@font-face { font-family: "Companion Math"; src: url("fonts/DejaVuSerif.ttf") format("truetype"); }
-math { font-family: "Latin Modern Math", "STIX Two Math", "Cambria Math", "DejaVu Math TeX Gyre", "Companion Math",
-       math; }
+/* Formulas are MathML written by the build, set in the math font shipped in fonts/ (Latin Modern Math) whatever
+   the reader's system has: a system math font may be missing, or lack the script shifts and stretchy braces. */
+@font-face { font-family: "Companion Math"; src: url("fonts/latinmodern-math.otf") format("opentype"); }
+math { font-family: "Companion Math", math; }
 .tex-overline { border-top: 0.06em solid; padding-top: 0.12em; }
 .display-formula { display: block; margin: 0.6em 0; padding: 0.15em 0; overflow-x: auto; overflow-y: hidden; }
 /* a wide table scrolls inside its box instead of widening the page */
@@ -253,7 +255,6 @@ def finish_page(page_html, name, site_files):
 
 def build(out):
     """Render the site into folder `out` (replaced whole) -> {page file: number of formulas it typesets}."""
-    import matplotlib
     import nbformat
 
     export = exporter()
@@ -301,9 +302,8 @@ def build(out):
         if not source.is_file():
             raise FileNotFoundError(f'a page shows figures/{name}, which does not exist')
         shutil.copyfile(source, staging / 'figures' / name)
-    fonts = Path(matplotlib.get_data_path()) / 'fonts' / 'ttf'
-    for name in (MATH_FONT, MATH_FONT_LICENSE):
-        shutil.copyfile(fonts / name, staging / 'fonts' / name)
+    for name in (MATH_FONT, MATH_FONT_LICENSE, MATH_FONT_NOTICE):
+        shutil.copyfile(FONTS / name, staging / 'fonts' / name)
     if out.exists():
         shutil.rmtree(out)
     staging.rename(out)

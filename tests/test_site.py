@@ -192,11 +192,25 @@ def test_nothing_is_fetched_from_outside_the_site(built):
             assert url.startswith('data:') or (out / url).is_file(), f'{name}: CSS url({url[:60]}) is not in the site'
 
 
-def test_the_math_font_of_the_last_resort_is_shipped(built):
+def test_formulas_are_set_in_the_shipped_math_font_which_can_set_them(built):
+    """The math font is in the site with its licence, every formula asks for it first (a reader without a math font
+    of their own gets it), and its MATH table has what MathML needs: scripts shifted off the baseline, and braces
+    built to any width."""
+    from fontTools.ttLib import TTFont
     out, _ = built
-    assert (out / 'fonts' / site.MATH_FONT).stat().st_size > 100_000
-    assert (out / 'fonts' / site.MATH_FONT_LICENSE).is_file()
-    assert f'url("fonts/{site.MATH_FONT}")' in (out / site.INDEX).read_text()
+    for name in (site.MATH_FONT, site.MATH_FONT_LICENSE, site.MATH_FONT_NOTICE):
+        assert (out / 'fonts' / name).read_bytes() == (site.FONTS / name).read_bytes(), f'fonts/{name} not shipped'
+    soup = soup_of(out / site.INDEX)
+    css = soup.find_all('style')[-1].get_text()
+    face = re.search(r'@font-face\s*\{[^}]*font-family:\s*"([^"]+)";[^}]*url\("([^"]+)"\)', css)
+    assert face and face.group(2) == f'fonts/{site.MATH_FONT}', 'no @font-face for the shipped math font'
+    families = dict(screen_rules(soup))['math']['font-family']
+    assert families.split(',')[0].strip() == f'"{face.group(1)}"', f'formulas ask for {families} first'
+    table = TTFont(out / 'fonts' / site.MATH_FONT)['MATH'].table
+    assert table.MathConstants.SubscriptShiftDown.Value > 0 and table.MathConstants.SuperscriptShiftUp.Value > 0
+    cmap = TTFont(out / 'fonts' / site.MATH_FONT).getBestCmap()
+    stretched = set(table.MathVariants.HorizGlyphCoverage.glyphs)
+    assert {cmap[ord('⏟')], cmap[ord('⏞')]} <= stretched, 'the font cannot build a brace to the width of a term'
 
 
 def test_the_index_renders_the_markdown_of_its_summaries(built):
