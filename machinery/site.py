@@ -14,6 +14,7 @@ the page itself, each with its caption as alternative text. The folder is writte
 whole, so an interrupted build leaves the previous site (or none), never half of one.
 """
 import argparse
+import base64
 import html
 import posixpath
 import re
@@ -140,12 +141,32 @@ def index_markdown(entries):
         'regenerates the notebooks themselves.'])
 
 
+def brace_css(name, side):
+    """CSS drawing a TeX brace along the `side` ('bottom' or 'top') of an element of class `name`: curled ends and a
+    tip of fixed size (SVG pieces, base64 so the page names no web address) joined by rules, as wide as the element."""
+    def piece(path, width):
+        if side == 'top':  # the over-brace is the under-brace upside down
+            path = re.sub(r'(-?[\d.]+) (-?[\d.]+)', lambda m: f'{m[1]} {10 - float(m[2]):g}', path)
+        svg = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} 10" preserveAspectRatio="none">'
+               f'<path d="{path}" fill="none" stroke="{BRACE_COLOUR}" stroke-width="1.2"/></svg>')
+        return f'url("data:image/svg+xml;base64,{base64.b64encode(svg.encode()).decode()}")'
+    rule = f'linear-gradient({BRACE_COLOUR}, {BRACE_COLOUR})'
+    return (f'.{name} {{ padding-{side}: 0.5em; print-color-adjust: exact; -webkit-print-color-adjust: exact;\n'
+            f'  background: {piece("M0.6 0 Q0.6 5 6 5 L10 5", 10)} left {side} / 0.5em 0.5em no-repeat,\n'
+            f'    {piece("M0 5 L4 5 Q9.4 5 10 10 Q10.6 5 16 5 L20 5", 20)} center {side} / 1em 0.5em no-repeat,\n'
+            f'    {piece("M0 5 L4 5 Q9.4 5 9.4 0", 10)} right {side} / 0.5em 0.5em no-repeat,\n'
+            f'    {rule} left 0.5em {side} 0.22em / calc(50% - 1em) 0.06em no-repeat,\n'
+            f'    {rule} right 0.5em {side} 0.22em / calc(50% - 1em) 0.06em no-repeat; }}\n')
+
+
+BRACE_COLOUR = 'rgba(0,0,0,0.87)'  # the lab's text colour, which the formulas are set in
 SITE_CSS = """
 /* Formulas are MathML written by the build, set in the math font shipped in fonts/ (Latin Modern Math) whatever
    the reader's system has: a system math font may be missing, or lack the script shifts and stretchy braces. */
 @font-face { font-family: "Companion Math"; src: url("fonts/latinmodern-math.otf") format("opentype"); }
 math { font-family: "Companion Math", math; }
 .tex-overline { border-top: 0.06em solid; padding-top: 0.12em; }
+""" + brace_css('tex-underbrace', 'bottom') + brace_css('tex-overbrace', 'top') + """
 .display-formula { display: block; margin: 0.6em 0; padding: 0.15em 0; overflow-x: auto; overflow-y: hidden; }
 /* a wide table scrolls inside its box instead of widening the page */
 .table-scroll { max-width: 100%; overflow-x: auto; margin-bottom: 1em; }

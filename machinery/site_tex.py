@@ -15,6 +15,7 @@ LIMITS_BELOW = frozenset('∑∏⋃⋂')  # large operators whose limits TeX set
 CLOSING = frozenset(')]}⌋⌉⟩')
 ORDINARY = frozenset('∇∂∞′')  # written as <mo> but set by TeX as ordinary symbols
 OVERLINES = frozenset('―‾\u0305')  # what latex2mathml (and others) put over \overline{...}
+BRACES = {('munder', '⏟'): 'tex-underbrace', ('mover', '⏞'): 'tex-overbrace'}  # \underbrace, \overbrace
 SCRIPTED = frozenset({'msub', 'msup', 'msubsup', 'munder', 'mover', 'munderover'})
 SIGNS = frozenset('−+±∓')  # binary after an operand, a sign anywhere else (TeX: a Bin after a Rel is an Ord)
 AS_OPERATOR = {'~': '∼', '±': '±', '∓': '∓', '⌊': '⌊', '⌋': '⌋', '⌈': '⌈', '⌉': '⌉'}  # latex2mathml writes as <mi>
@@ -82,8 +83,8 @@ def tidy_mathml(root):
     \\sim, \\pm, \\lfloor... become operators (latex2mathml writes identifiers: '~' for \\sim); a star in a script
     is the asterisk operator; a large operator's limits go below and above even inside a group; the letters of
     \\mathrm{KL} become one identifier; \\log and its kin get TeX's thin spaces; \\binom's parentheses stretch to
-    its fraction instead of a fixed 2 em; \\overline is a rule over its argument; operators in scripts, |, \\infty and
-    \\nabla take no space of their own.
+    its fraction instead of a fixed 2 em; \\overline is a rule over its argument, \\underbrace and \\overbrace a
+    brace drawn under or over it; operators in scripts, |, \\infty and \\nabla take no space of their own.
     """
     for element in list(root.iter()):
         if element.tag == 'mi' and element.text in AS_OPERATOR:
@@ -102,6 +103,12 @@ def tidy_mathml(root):
             # a rule drawn by CSS: a stretched overline glyph exists in some math fonts and not in others
             element.remove(element[1])
             element.tag, element.attrib = 'mrow', {'class': 'tex-overline'}
+        braced = BRACES.get((element.tag, element[1].text if len(element) > 1 else None))
+        if braced and element[1].tag == 'mo':
+            # drawn by CSS on the term itself, so it spans the term: Chromium paints a brace stretched from glyph
+            # pieces only where the unstretched glyph would be, and drops the rest of it on screen
+            element.remove(element[1])
+            element.tag, element.attrib = 'mrow', {'class': braced}
         if element.tag in SCRIPTED:  # TeX sets no space around operators in a script: k_{1,s}, y \sim \pi
             for script in element[1:]:
                 for operator in script.iter('mo'):

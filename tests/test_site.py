@@ -235,7 +235,7 @@ def screen_rules(soup):
     applies: the print rules and @font-face left out."""
     css = soup.find_all('style')[-1].get_text().split('@media print', 1)[0]
     for selectors, body in re.findall(r'([^{}@]+)\{([^{}]*)\}', re.sub(r'@font-face\s*\{[^}]*\}', '', css)):
-        declarations = dict(re.findall(r'([\w-]+)\s*:\s*([^;]+?)\s*(?:;|$)', body))
+        declarations = dict(re.findall(r'([\w-]+)\s*:\s*((?:"[^"]*"|[^;"])+?)\s*(?:;|$)', body))  # ';' in a url
         for selector in selectors.split(','):
             yield selector.strip(), declarations
 
@@ -313,6 +313,29 @@ def test_formulas_read_as_tex_sets_them():
     assert 'class="tex-overline"' in site_tex.typeset(r'\overline{\log\pi}')
     assert 'minsize' not in site_tex.typeset(r'\binom{n}{k}')  # parentheses stretched to the fraction
     assert '<mo lspace="0" rspace="0">,</mo>' in site_tex.typeset(r'k_{1,s}')  # no space inside a script
+
+
+def test_an_underbrace_is_drawn_along_the_whole_of_its_term(tmp_path, monkeypatch):
+    """\\underbrace and \\overbrace: the braced element holds the term's whole MathML and its label sits under (over)
+    it; the brace is drawn by the site's CSS along that element (Chromium paints a brace glyph stretched to a term
+    only in part), so no brace glyph is left."""
+    term = r'\mathbb{E}\Big[\sum_t \nabla\log\pi(y_t)\,\mathrm{sg}\Big(\sum_{s>t} k_{1,s}\Big)\Big]'
+    cell = f'$$a = \\underbrace{{{term}}}_{{\\text{{future KL}}}} + \\overbrace{{{term}}}^{{x}}$$'
+    out = fake_repository(tmp_path, monkeypatch, [nbformat.v4.new_markdown_cell('# probe'),
+                                                  nbformat.v4.new_markdown_cell(cell)])
+    site.build(out)
+    soup = soup_of(out / '99_probe.html')
+    formula = soup.find('math')
+    whole_term = BeautifulSoup(site_tex.typeset(term), 'html.parser').find('math').find('mrow')
+    for name, script, label in (('tex-underbrace', 'munder', 'future KL'), ('tex-overbrace', 'mover', 'x')):
+        braced = formula.find('mrow', class_=name)
+        assert braced is not None and str(braced.find('mrow')) == str(whole_term), f'{name} does not hold the term'
+        assert braced.parent.name == script, f'{name}: its label is not set {script[1:]} it'
+        assert braced.parent.find_all(recursive=False)[1].get_text().replace('\xa0', ' ') == label
+        style = style_of(soup, braced)
+        assert style.get(f'padding-{"bottom" if script == "munder" else "top"}') == '0.5em'
+        assert style.get('background', '').count('no-repeat') == 5, f'{name}: the brace is not drawn: {style}'
+    assert '⏟' not in str(formula) and '⏞' not in str(formula)
 
 
 def test_math_text_writes_a_formula_for_an_alternative_text():
