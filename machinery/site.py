@@ -65,11 +65,22 @@ def first_line(nb):
     return ''
 
 
+def svg_description(svg):
+    """What an SVG figure says of itself, as Markdown: its <title> and <desc>, else the words it shows (matplotlib
+    writes each text of a figure as a comment before its glyphs), tick labels left out; '' if it says nothing."""
+    said = [' '.join(html.unescape(re.sub(r'<[^>]*>', '', text)).split())
+            for text in re.findall(r'<(?:title|desc)\b[^>]*>(.*?)</(?:title|desc)>', svg, flags=re.S)]
+    if not any(said):
+        said = [' '.join(html.unescape(text).split()) for text in re.findall(r'<!--(.*?)-->', svg, flags=re.S)]
+        said = [text for text in said if re.search(r'[^\W\d_]', text)]  # a tick label has no letter
+    return '; '.join(dict.fromkeys(text for text in said if text))
+
+
 def figure_captions(nb):
     """{index of a code cell: its figures' caption as Markdown} for every cell whose outputs hold an image.
 
-    The caption is the italic paragraph starting 'Figure' that opens the next Markdown cell; a figure without one
-    is described by the heading of the section it stands in.
+    The caption is the italic paragraph starting 'Figure' that opens the next Markdown cell. A figure without one
+    is described by what its SVG says of itself (svg_description), else by the heading of the section it stands in.
     """
     captions, heading = {}, ''
     for i, cell in enumerate(nb.cells):
@@ -77,13 +88,20 @@ def figure_captions(nb):
             headings = re.findall(r'^#+\s+(.+?)\s*#*\s*$', cell.source, flags=re.M)
             heading = headings[-1] if headings else heading
             continue
-        if not any(key.startswith('image/') for output in cell.get('outputs', []) for key in output.get('data', {})):
+        data = [output.get('data', {}) for output in cell.get('outputs', [])]
+        if not any(key.startswith('image/') for bundle in data for key in bundle):
             continue
         following = next((c for c in nb.cells[i + 1:] if c.cell_type == 'markdown'), None)
         opening = re.split(r'\n\s*\n', following.source.strip(), maxsplit=1)[0] if following else ''
         match = re.fullmatch(r'([*_])(Figure\b.*)\1', opening.strip(), flags=re.S)
-        described = heading if heading.startswith('Figure') else f'Figure: {heading}' if heading else 'Figure'
-        captions[i] = match.group(2) if match else described
+        said = '; '.join(filter(None, (svg_description(bundle.get('image/svg+xml', '')) for bundle in data)))
+        names = [m for bundle in data for m in re.findall(r'<figure (\S+)>', bundle.get('text/plain', ''))]
+        if match:
+            captions[i] = match.group(2)
+        elif said:  # a heading names the section, not what the figure shows
+            captions[i] = f'Figure{f" ({names[0]})" if names else ""}, which shows: {said}'
+        else:
+            captions[i] = heading if heading.startswith('Figure') else f'Figure: {heading}' if heading else 'Figure'
     return captions
 
 

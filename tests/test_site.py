@@ -108,6 +108,37 @@ def test_a_figure_without_a_caption_is_described_by_its_section():
     assert site.figure_captions(nb) == {1: 'Figure 10.3: how the runs got there', 3: 'Figure 10.4 (f.svg). The $k_1$ curve.'}
 
 
+SVG_FIGURE = ('<svg xmlns="http://www.w3.org/2000/svg">{said}<g id="text_1"><!-- 0.5 --><path d="M0 0"/></g>'
+              '<g id="text_2"><!-- policy-token entropy (nats) --></g><g id="text_3"><!-- $k_3$ loss --></g></svg>')
+
+
+def figure_cell(svg):
+    """A code cell that shows one figure as plotting.show does: SVG, PNG twin and its name as text."""
+    cell = nbformat.v4.new_code_cell('plotting.show(fig, "f")')
+    cell.outputs = [nbformat.v4.new_output('display_data', data={
+        'image/svg+xml': svg, 'image/png': 'iVBORw0KGgo=', 'text/plain': '<figure f.svg>'})]
+    return cell
+
+
+def test_a_figures_alternative_text_describes_the_figure_not_its_section(tmp_path, monkeypatch):
+    """Its caption when the cell under it has one; else its SVG's <title> and <desc>; else the words the figure
+    shows (numbers, its tick labels, left out); never the heading of the section it stands in."""
+    caption = '*Figure 10.4 (f.svg). The $k_1$ curve lies on top of the $k_3$ curve.*'
+    titled = SVG_FIGURE.format(said='<title>Entropy per step</title><desc>One curve per setting.</desc>')
+    untitled = SVG_FIGURE.format(said='')
+    out = fake_repository(tmp_path, monkeypatch, [
+        nbformat.v4.new_markdown_cell('# probe\n\n## One run, watched'), figure_cell(untitled),
+        nbformat.v4.new_markdown_cell(f'{caption}\n\nMore.'), figure_cell(titled),
+        nbformat.v4.new_markdown_cell('## Figure 10.3: how the runs got there'), figure_cell(untitled),
+        nbformat.v4.new_markdown_cell('## Next')])
+    site.build(out)
+    svg_alts = [image['alt'] for image in soup_of(out / '99_probe.html').find_all('img')
+                if image['src'].startswith('data:image/svg')]
+    assert svg_alts == ['Figure 10.4 (f.svg). The k₁ curve lies on top of the k₃ curve.',
+                        'Figure (f.svg), which shows: Entropy per step; One curve per setting.',
+                        'Figure (f.svg), which shows: policy-token entropy (nats); k₃ loss']
+
+
 # --- formulas -------------------------------------------------------------------------------------------------------
 
 def formulas_in(markdown):
