@@ -1,4 +1,5 @@
 """Saved runs: bit-identical to a fresh in-process run, keyed by what produced them, rebuilt when corrupt."""
+import dataclasses
 import warnings
 
 import pytest
@@ -39,6 +40,7 @@ def test_parallel_runs_equal_sequential_ones(tmp_cache, monkeypatch):
 def test_a_saved_run_is_loaded_not_retrained(tmp_cache, monkeypatch):
     spec = tiny()
     first = experiments.ensure_run(spec)
+    assert first['settings'] == dataclasses.asdict(spec.config())  # the values it ran with, the substrate's included
     monkeypatch.setattr(experiments, 'train_and_evaluate', lambda spec: pytest.fail('retrained a saved run'))
     assert experiments.ensure_run(spec)['history'] == first['history']
 

@@ -183,3 +183,32 @@ def test_the_rl_base_description_and_the_run_key_name_the_configuration(monkeypa
     default_key = experiments.run_path(spec)
     with use(SubstrateConfig(rl_lr=3e-4)):  # same RL base, another default learning rate: another run
         assert experiments.run_path(spec) != default_key
+
+
+def test_a_substrate_reaches_rlconfig_explicitly_whatever_configuration_is_in_use():
+    costly = dataclasses.replace(C18, turn_cost=0.25)
+    for active_one in (DEFAULT, MAIN):
+        with use(active_one):
+            cfg = arl.RLConfig.for_substrate(costly, seed=3)
+            assert (cfg.lr, cfg.turn_cost, cfg.seed) == (C18.rl_lr, 0.25, 3)
+    assert arl.RLConfig.for_substrate(costly, lr=1e-3, turn_cost=0.0).lr == 1e-3  # a value given wins
+    assert arl.RLConfig.for_substrate(costly, turn_cost=0.0).turn_cost == 0.0
+
+
+def test_a_runs_settings_come_from_its_substrate_explicitly():
+    with use(dataclasses.replace(MAIN, rl_lr=3e-4, turn_cost=0.125)):
+        cfg = experiments.RunSpec('none', fields=(('kl_coef', 0.3), ('kl_kind', 'k3+'))).config()
+    assert (cfg.lr, cfg.turn_cost, cfg.kl_coef) == (3e-4, 0.125, 0.3)
+
+
+def test_the_engine_adds_chapter_9s_kl_term_only_where_no_plug_in_is_the_runs_kl():
+    from agentrl.substrate.grpo import engine_plugins
+
+    chosen = engine_plugins(arl.RLConfig(kl_coef=0.1, kl_kind='k2'))
+    assert [(type(p).__name__, p.kind, p.coef, p.estimator) for p in chosen] == [('ReferenceKL', 'k2', 0.1,
+                                                                                   arl.kl_penalty)]
+    own = arl.ReferenceKL(None, 0.3, 'k3+', estimator=arl.kl_estimate)
+    assert engine_plugins(arl.RLConfig(kl_coef=0.3, kl_kind='k3+'), [own]) == [own]
+    assert engine_plugins(arl.RLConfig()) == []
+    with pytest.raises(ValueError, match=r"chapter 9's KL term uses kl_penalty"):
+        engine_plugins(arl.RLConfig(kl_coef=0.1, kl_kind='k3+'))

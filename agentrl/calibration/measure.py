@@ -87,7 +87,7 @@ def measure_batch(config, batch_seed):
     """The single-batch push of section 10.6 on the batch drawn with `batch_seed`, under `config` -> dict."""
     tok, train, _, base = prepare(config)
     with use(config), fixed_threads(1):
-        cfg = RLConfig(clip_high=PUSH_CLIP)
+        cfg = RLConfig.for_substrate(config, clip_high=PUSH_CLIP)
         batch, advantages = section_10_6_batch(base, tok, train, cfg, batch_seed)
         return dict(batch_seed=batch_seed, **push_batch(base, batch, advantages, cfg))
 
@@ -112,7 +112,7 @@ def measure_seed(config, seed, protocol=SEARCH):
     tok, train, heldout, base = prepare(config)
     with use(config), fixed_threads(1):
         keep = KeepPolicyAt(protocol.short_steps)
-        history = train_rl(copy.deepcopy(base), train, tok, RLConfig(seed=seed, eval_every=0), protocol.long_steps,
+        history = train_rl(copy.deepcopy(base), train, tok, RLConfig.for_substrate(config, seed=seed, eval_every=0), protocol.long_steps,
                            plugins=[keep])
         return dict(seed=seed, vocab=len(tok), params=count_parameters(base), run40=history[:protocol.short_steps],
                     run80=history, heldout=diversity(keep.policy, base, heldout, tok, n=protocol.attempts))

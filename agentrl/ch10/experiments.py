@@ -26,7 +26,7 @@ from agentrl.substrate.sft import make_rl_base
 from agentrl.substrate.tokenizer import build_tokenizer
 from agentrl.verified_cache import load_verified, save_verified
 
-RUN_FORMAT = 2  # bump when the content of a saved run changes
+RUN_FORMAT = 3  # bump when the content of a saved run changes
 # RunSpec fields that choose chapter 10's covariance-aware policy loss rather than an RLConfig setting
 POLICY_LOSS_FIELDS = {'loss_variant': 'variant', 'cov_fraction': 'fraction', 'cov_bounds': 'bounds',
                       'kl_cov_coef': 'kl_coef'}
@@ -62,7 +62,8 @@ class RunSpec:
 
     def config(self):
         """The run's RLConfig (the fields that are GRPO settings)."""
-        return RLConfig(seed=self.seed, **{k: v for k, v in self.fields if k not in POLICY_LOSS_FIELDS})
+        return RLConfig.for_substrate(active(), seed=self.seed,
+                                      **{k: v for k, v in self.fields if k not in POLICY_LOSS_FIELDS})
 
     def policy_loss(self):
         """train_regularized's policy_loss option from the covariance fields, or None for plain PPO."""
@@ -216,7 +217,8 @@ def _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base, watch=()
                                 kl_in_reward=spec.kl_in_reward, ref_model=reference, kl_target=spec.kl_target,
                                 policy_loss=spec.policy_loss(), plugins=probes + list(watch), label=f'run {spec.name!r}')
     metrics = diversity(model, rl_base, heldout_tasks, tok)
-    return dict(history=history, metrics=metrics, vocab_size=len(tok), state_dict=model.state_dict())
+    return dict(history=history, metrics=metrics, vocab_size=len(tok), settings=dataclasses.asdict(cfg),
+                state_dict=model.state_dict())
 
 
 class Probe(Plugin):

@@ -9,7 +9,7 @@ from agentrl import plotting
 from agentrl.ch10 import experiments
 from agentrl.ch10.regularizers import chapter_plugins
 from agentrl.progress import where_shown
-from agentrl.substrate.grpo import Plugin, ReferenceKL
+from agentrl.substrate.grpo import Plugin, engine_plugins
 
 HOOKS = ('begin', 'shape_rewards', 'before_update', 'prepare', 'reshape_surrogate', 'extend_loss', 'after_update',
          'end_step')  # the engine's hooks, in the order it calls them on a step (begin: once, before step 0)
@@ -27,11 +27,8 @@ def plugins_of(spec):
     train_rl adds by itself when no plug-in is the run's KL, and the spec's measurement probes."""
     cfg = spec.config()
     chosen = chapter_plugins(cfg, spec.entropy_coef, spec.kl_in_reward, None, spec.kl_target, spec.policy_loss())
-    if cfg.kl_coef and not any(p.replaces_reference_kl for p in chosen):
-        chosen.append(ReferenceKL(None, cfg.kl_coef, cfg.kl_kind))
-    if spec.probes:
-        chosen.append(experiments.Probe(spec.probes, None, None, None, cfg.temperature))
-    return chosen
+    probes = [experiments.Probe(spec.probes, None, None, None, cfg.temperature)] if spec.probes else []
+    return engine_plugins(cfg, chosen + probes)  # the engine's own rule, so the display cannot drift from it
 
 
 def _settings(plugin):

@@ -30,7 +30,8 @@ class RLConfig:
     """GRPO settings (the book's defaults); bad values raise ValueError naming the field and its allowed range."""
     seed: int = 0  # seeds torch's global RNG and the training generator (task draws, sampling, minibatches)
     lr: float = dataclasses.field(default_factory=lambda: active().rl_lr)  # Adam learning rate, > 0 (default: the
-    #                                                                    active substrate's rl_lr)
+    #   rl_lr of the substrate in use, so the book's bare RLConfig() gets the fitted value; runs and the calibration
+    #   pass their substrate explicitly, with RLConfig.for_substrate)
     epochs: int = 1  # passes over each step's batch, >= 1
     minibatches: int = 2  # minibatches per pass (one optimizer step each), >= 1
     temperature: float = 1.0  # sampling temperature; training log-probs use logits / temperature too; in [0.01, 100]
@@ -48,7 +49,14 @@ class RLConfig:
     eval_group_size: int = 16  # attempts per held-out task in that evaluation, >= 1
     eval_seed: int = 0  # seed of the evaluation's own generator (the training streams are not touched)
     turn_cost: float = dataclasses.field(default_factory=lambda: active().turn_cost)  # advantage units per turn above
-    #   the group's mean, in groups with a reward spread, >= 0 (default: the active substrate's turn_cost)
+    #   the group's mean, in groups with a reward spread, >= 0 (default: as lr, the substrate in use; 0 is the
+    #   chapter's group-normalised GRPO)
+
+    @classmethod
+    def for_substrate(cls, substrate, **fields):
+        """The settings of a run on `substrate` (a SubstrateConfig): its fitted learning rate and cost per turn,
+        then `fields`, which may set any field (those two included)."""
+        return cls(**{'lr': substrate.rl_lr, 'turn_cost': substrate.turn_cost, **fields})
 
     def __post_init__(self):
         def check(name, ok, allowed):
@@ -300,6 +308,15 @@ def heldout_pass_at_1(model, tok, cfg, tasks=None, attempts=None, seed=None):
     return sum(t.reward for t in trajs) / len(trajs)
 
 
+def engine_plugins(cfg, plugins=()):
+    """The plug-ins train_rl runs, in its order: `plugins`, then chapter 9's KL term (ReferenceKL with kl_penalty) when
+    cfg.kl_coef > 0 and none of them is the run's KL term."""
+    chosen = list(plugins)
+    if cfg.kl_coef and not any(p.replaces_reference_kl for p in chosen):
+        chosen.append(ReferenceKL(None, cfg.kl_coef, chapter9_kl_kind(cfg.kl_kind)))
+    return chosen
+
+
 def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='GRPO'):
     """GRPO for `steps` steps with the given plug-ins -> history (one dict of stats per step).
 
@@ -314,9 +331,7 @@ def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='
     """
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ValueError(f'steps must be an int >= 0, got {steps!r}')
-    plugins = list(plugins)
-    if cfg.kl_coef and not any(p.replaces_reference_kl for p in plugins):
-        plugins.append(ReferenceKL(None, cfg.kl_coef, chapter9_kl_kind(cfg.kl_kind)))
+    plugins = engine_plugins(cfg, plugins)
     with fixed_threads(TRAIN_THREADS):
         torch.manual_seed(cfg.seed)
         gen = torch.Generator().manual_seed(cfg.seed)  # task draws, sampling, minibatch order: one stream
