@@ -8,7 +8,9 @@ from pathlib import Path
 from agentrl import chapter
 from agentrl.atomic import atomic_output
 from agentrl.calibration import substrates
-from agentrl.calibration.freeze import decision_from_export
+from agentrl.calibration.fit import fit_clause
+from agentrl.calibration.freeze import CONFIRM_ROWS, decision_from_export
+from agentrl.calibration.rows import fitted_counts
 from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, MECHANISM, SEED_DEPENDENT, seed_rule_text
 from agentrl.paths import CALIBRATION
 from machinery import search, verdict_shift
@@ -126,10 +128,13 @@ def substrate_lines(export):
         measured.append(('the unseen seeds ' + search.seeds(frozen['confirmation']['seeds']),
                          frozen['confirmation']['rows']))
     held = ' and '.join(f'{sum(bool(r.get("holds")) for r in rows)} on {where}' for where, rows in measured)
+    if frozen.get('confirmation') and not decision.confirmed:
+        held += (f', below the {CONFIRM_ROWS} the freeze rule asked for there: no trial met the rule, and its '
+                 'fallback froze this one')
+    fitted = fit_clause(dict(rows=len(frozen['rows']), counts=fitted_counts(), unseen_rows_held=None))
     lines = [f'- **The TinyAgent substrate** (`config.DEFAULT`) is trial {frozen["number"]} of the calibration '
-             'search (`calibration/README.md`), calibrated only on what chapters 1–9 show, with chapter 10\'s '
-             f'settings held out until the freeze. Of the {len(frozen["rows"])} rows of `make calibrate` it holds '
-             f'{held}.']
+             f'search (`calibration/README.md`), {fitted}. Of the {len(frozen["rows"])} rows of `make calibrate` it '
+             f'holds {held}.']
     for where, rows in measured:
         missed = [r for r in rows if not r.get('holds')]
         if missed:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from agentrl import chapter
 from agentrl.calibration import substrates
+from agentrl.calibration.fit import fit_facts, fit_note
 from agentrl.ch10 import across as across_claims
 from agentrl.ch10.claims import HOLDS, MECHANISM, OBSERVATION, verdict_line
 from agentrl.ch10.explanations import explanation_lines
@@ -145,6 +146,7 @@ def build_report(folder=None, snapshot=None):
             'come from our own substrate (the book\'s chapters 1–9 are not available), so their digits are not '
             'expected to match: for them the report lists each claim the chapter makes and whether it holds on our '
             'runs (mechanisms: what the chapter demonstrates; observations: its single-seed readings).', '',
+            fit_note(fit_facts()), '',
             '| section | title | lines | claims |', '|---|---|---|---|', *summary, '']
     return '\n'.join(head + body) + '\n'
 
