@@ -132,3 +132,10 @@ def test_the_readmes_section_table_names_every_section_its_notebook_and_modules_
     for row in rows:
         for path in re.findall(r'`((?:agentrl|notebooks)/[^`]+)`', ' '.join(row[1:])):
             assert (REPO / path).exists(), f'the README section table names {path}, which does not exist'
+
+
+def test_the_machinery_is_not_too_big_for_one_job_a_module():
+    """A module of the machinery over 400 lines is a sign of several jobs in one file."""
+    big = {p.relative_to(REPO).as_posix(): n for p in MACHINERY.rglob('*.py')
+           if (n := len(p.read_text().splitlines())) > 400}
+    assert not big, f'modules over 400 lines: {big}'
