@@ -1,6 +1,8 @@
 """Clean an executed notebook's outputs before it is committed: what changes from run to run (papermill and
 nbclient metadata, the injected cell's random id, how the kernel split printed text, warnings that depend on the
 run cache) is removed, so that two runs of the same notebook write the same file."""
+from nbconvert.preprocessors import CoalesceStreamsPreprocessor
+
 from machinery.notebook_cells import INJECTED_TAG
 
 VOLATILE_CELL_METADATA = ('papermill', 'execution', 'ExecuteTime', 'collapsed', 'scrolled')
@@ -25,15 +27,12 @@ def strip_volatile(nb):
 
 
 def coalesce_streams(outputs):
-    """Join consecutive outputs of the same stream: how the kernel splits printed text depends on timing."""
-    joined = []
-    for out in outputs:
-        if (out.output_type == 'stream' and joined and joined[-1].output_type == 'stream'
-                and joined[-1].name == out.name):
-            joined[-1].text += out.text
-        else:
-            joined.append(out)
-    return joined
+    """Join consecutive outputs of the same stream (how the kernel splits printed text depends on timing), with
+    nbconvert's CoalesceStreamsPreprocessor, which also keeps only what a carriage return leaves on a line."""
+    from nbformat import v4
+
+    cell = v4.new_code_cell(outputs=list(outputs))
+    return CoalesceStreamsPreprocessor().preprocess_cell(cell, {}, 0)[0].outputs
 
 
 def drop_cache_dependent_warnings(outputs):
