@@ -1,7 +1,7 @@
-"""`make calibrate`: a substrate against what the book's chapters 1-9 show, on seeds 0-4 (push rows: batch seeds 0-9).
+"""`make calibrate`: a substrate against its 26 calibration rows, on seeds 0-4 (push rows: batch seeds 0-9).
 
-The calibration set is the RL base and the unregularised default GRPO run (chapter 9's behaviour), nothing
-else: no regularised setting of chapter 10 is run here. For each seed this trains the default run for 80
+The rows (agentrl/calibration/rows.py) are numbers chapter 10 prints at chapter 9's settings: the RL base and the
+unregularised default GRPO run, nothing else; no regularised setting of chapter 10 is run here. For each seed this trains the default run for 80
 steps, keeps the policy it had after 40, and evaluates that one on the held-out tasks (16 attempts on each of
 the 10). For each batch seed it pushes one RL-base batch (the one section 10.6 uses, drawn with that seed)
 through 8 full-batch clipped-surrogate steps at clip_high 0.2. It prints one row per quantity: the book's
