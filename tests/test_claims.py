@@ -176,8 +176,8 @@ def runs():
 
 @pytest.mark.slow
 def test_recorded_verdicts_are_what_the_runs_give(runs):
-    chapter = {name: r for name, r in runs.items() if name in claims.CHAPTER_ARMS}
-    assert claims.verdicts(chapter) == results.load('07_tinyagent_comparison', RESULTS)[chapter.VERDICTS_KEY]
+    chapter_runs = {name: r for name, r in runs.items() if name in claims.CHAPTER_ARMS}
+    assert claims.verdicts(chapter_runs) == results.load('07_tinyagent_comparison', RESULTS)[chapter.VERDICTS_KEY]
     resets = {name: runs[name] for name in RESET_RUNS}
     assert claims.verdicts(resets) == results.load('08_design_questions', RESULTS)[chapter.VERDICTS_KEY]
     nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
