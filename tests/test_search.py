@@ -621,3 +621,21 @@ def test_the_named_studies_are_the_first_and_the_long_grammar_one_seeded_with_it
     assert long.live_path() != first.live_path()
     with pytest.raises(ValueError, match="unknown study 'second'"):
         S.study_search('second')
+
+
+def test_a_stop_during_a_trials_storage_writes_cuts_the_trial_only_after_them():
+    from machinery.search import workers
+
+    workers._IN_TRIAL.set()
+    workers._STOPPING.clear()
+    done = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with workers.uninterrupted():
+                workers._on_sigterm(signal.SIGTERM, None)  # the signal arrives in the middle of a write
+                done.append('the write ran to its end')
+        assert workers._IN_TRIAL.is_set()  # the rest of the trial stays interruptible
+    finally:
+        workers._IN_TRIAL.clear()
+        workers._STOPPING.clear()
+    assert done == ['the write ran to its end']

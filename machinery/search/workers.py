@@ -43,6 +43,19 @@ def rows_record(rows, measurement):
                 band_distance=float(measurement.band_distance(rows)))
 
 
+@contextlib.contextmanager
+def uninterrupted():
+    """A trial's storage writes run to their end: a SIGTERM meanwhile cuts the trial just after them. Cut inside a
+    SQLite write, a worker could keep the database's lock, and the other worker would wait on it past the grace."""
+    _IN_TRIAL.clear()
+    try:
+        yield
+    finally:
+        _IN_TRIAL.set()
+    if _STOPPING.is_set():
+        raise KeyboardInterrupt
+
+
 def objective(trial, search, report=None):
     """One trial: the configuration `trial` samples, measured (see measure_trial); `report(number)` is told the trial
     started. A measurement that raises fails the trial with its error recorded."""
@@ -51,14 +64,16 @@ def objective(trial, search, report=None):
     try:
         if report:
             report(trial.number)
-        config = search.trial_space()(trial)  # first: an interrupted trial then has its parameters
+        with uninterrupted():
+            config = search.trial_space()(trial)  # first: an interrupted trial then has its parameters
         try:
             return measure_trial(trial, search, config, started)
         except optuna.TrialPruned:
             raise
         except Exception:
-            trial.set_user_attr('error', traceback.format_exc()[-4000:])
-            trial.set_user_attr('seconds', time.time() - started)
+            with uninterrupted():
+                trial.set_user_attr('error', traceback.format_exc()[-4000:])
+                trial.set_user_attr('seconds', time.time() - started)
             raise
     finally:
         _IN_TRIAL.clear()
@@ -69,22 +84,26 @@ def measure_trial(trial, search, config, started):
     PRUNE_BELOW rows, else measure the other seeds -> the objective. The rows go into the trial's attributes."""
     measurement = search.measurement()
     protocol, _ = search.protocols()
-    trial.set_user_attr('config', config.describe())
-    trial.set_user_attr('config_key', config.key())
-    trial.set_user_attr('protocol', plain(protocol))
-    trial.set_user_attr('code', code_fingerprint())  # the training code it was measured with (stale if it changes)
+    with uninterrupted():
+        trial.set_user_attr('config', config.describe())
+        trial.set_user_attr('config_key', config.key())
+        trial.set_user_attr('protocol', plain(protocol))
+        trial.set_user_attr('code', code_fingerprint())  # the training code it was measured with (stale if it changes)
     measurement.prepare(config)
     first = measured(search, config, protocol, [('batch', seed) for seed in protocol.batch_seeds]
                       + [('seed', protocol.seeds[0])])
     batches, seeds = first[:-1], first[-1:]
     rows = measurement.judge(seeds, batches)
     held, distance = measurement.rows_held(rows), measurement.band_distance(rows)
-    trial.report(objective_value(held, distance), step=0)
+    with uninterrupted():
+        trial.report(objective_value(held, distance), step=0)
     if held < PRUNE_BELOW:
-        keep_rows(trial, rows, protocol.seeds[:1], measurement, started)
+        with uninterrupted():
+            keep_rows(trial, rows, protocol.seeds[:1], measurement, started)
         raise optuna.TrialPruned(f'seed {protocol.seeds[0]} holds {held} rows, fewer than {PRUNE_BELOW}')
     seeds += measured(search, config, protocol, [('seed', seed) for seed in protocol.seeds[1:]])
-    record = keep_rows(trial, measurement.judge(seeds, batches), protocol.seeds, measurement, started)
+    with uninterrupted():
+        record = keep_rows(trial, measurement.judge(seeds, batches), protocol.seeds, measurement, started)
     return objective_value(record['rows_held'], record['band_distance'])
 
 
