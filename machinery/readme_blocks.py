@@ -8,7 +8,7 @@ from pathlib import Path
 from agentrl import chapter
 from agentrl.atomic import atomic_output
 from agentrl.calibration import substrates
-from agentrl.calibration.fit import fit_clause
+from agentrl.calibration.fit import below_the_rule, fit_clause
 from agentrl.calibration.freeze import CONFIRM_ROWS, decision_from_export
 from agentrl.calibration.rows import fitted_counts
 from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, MECHANISM, SEED_DEPENDENT, seed_rule_text
@@ -129,9 +129,8 @@ def substrate_lines(export):
                          frozen['confirmation']['rows']))
     held = ' and '.join(f'{sum(bool(r.get("holds")) for r in rows)} on {where}' for where, rows in measured)
     if frozen.get('confirmation') and not decision.confirmed:
-        held += (f', below the {CONFIRM_ROWS} the freeze rule asked for there: no trial met the rule, and its '
-                 'fallback froze this one')
-    fitted = fit_clause(dict(rows=len(frozen['rows']), counts=fitted_counts(), unseen_rows_held=None))
+        held += below_the_rule(CONFIRM_ROWS, decision.compared)
+    fitted = fit_clause(len(frozen['rows']), fitted_counts())
     lines = [f'- **The TinyAgent substrate** (`config.DEFAULT`) is trial {frozen["number"]} of the calibration '
              f'search (`calibration/README.md`), {fitted}. Of the {len(frozen["rows"])} rows of `make calibrate` it '
              f'holds {held}.']

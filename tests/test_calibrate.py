@@ -10,6 +10,7 @@ import torch
 import agentrl as arl
 from agentrl import chapter
 from agentrl.calibration import fit, measure as calibration_measure, rows as calibration_rows
+from agentrl.calibration.freeze import FALLBACK_CANDIDATES
 from agentrl.substrate.config import CANDIDATES, DEFAULT, SubstrateConfig
 from machinery import calibrate
 
@@ -171,6 +172,8 @@ def test_the_fit_paragraph_says_what_the_record_says():
     facts = fit.fit_facts('t45')
     assert (facts['trial'], facts['rows_held'], facts['unseen_rows_held']) == (45, 24, 23) and facts['by_fallback']
     note = fit.fit_note(facts)
+    assert facts['compared'] == FALLBACK_CANDIDATES == 5 and 'froze the best of five on the unseen seeds' in note
+    assert 'the best of three on' in fit.fit_note(dict(facts, compared=3))
     assert 'holds 24 of the 26 on seeds 0–4 and 23 on the unseen seeds 5–9, below the 24 the freeze rule' in note
     assert f"{facts['counts']['output']} are printed in the chapter's output blocks" in note
     assert 'a failed two-turn episode gets +0.035 instead of -0.354' in note
@@ -178,8 +181,8 @@ def test_the_fit_paragraph_says_what_the_record_says():
     assert 'and 25 on the unseen seeds 5–9.' in confirmed and 'fallback' not in confirmed
 
 
-def test_the_fit_clause_of_the_readme_says_what_the_record_says():
-    clause = fit.fit_clause(fit.fit_facts('t45'))
-    assert clause.startswith("fitted to bands around 26 of the book's numbers at chapter 9's settings")
-    assert 'with every regularised setting held out; it holds 23 of 26 on the unseen seeds, below the 24' in clause
-    assert 'fallback' not in fit.fit_clause(dict(fit.fit_facts('t45'), by_fallback=False))
+def test_the_fit_clause_of_the_readme_says_what_was_fitted_and_held_out():
+    clause = fit.fit_clause(26, calibration_rows.fitted_counts())
+    assert clause == ("fitted to bands around 26 of the book's numbers at chapter 9's settings as chapter 10 prints "
+                      "them (19 printed in its output blocks, 5 in its prose, 2 derived), with every regularised "
+                      "setting held out")

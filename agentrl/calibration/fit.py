@@ -41,11 +41,23 @@ def fit_facts(name='t45', repo=REPO):
                 rows_held=record['rows_held'], seeds=record['seeds'],
                 unseen_rows_held=confirmation.get('rows_held'), unseen_seeds=confirmation.get('seeds'),
                 confirm_rows=CONFIRM_ROWS, by_fallback=decision.frozen == record['number'] and not decision.confirmed,
+                compared=decision.compared,
                 turn_cost=config.turn_cost, example=(plain, costly))
 
 
 def _span(seeds):
     return f'{seeds[0]}–{seeds[-1]}' if list(seeds) == list(range(seeds[0], seeds[-1] + 1)) else ', '.join(map(str, seeds))
+
+
+_NUMBER_WORDS = ('no', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten')
+
+
+def below_the_rule(confirm_rows, candidates):
+    """What follows the rows a fallback-frozen trial holds on the unseen seeds, in the notebooks and the README:
+    `confirm_rows` is what the freeze rule asked for there, `candidates` how many trials its fallback confirmed."""
+    many = _NUMBER_WORDS[candidates] if candidates < len(_NUMBER_WORDS) else str(candidates)
+    return (f", below the {confirm_rows} the freeze rule asked for there: no trial met that rule, and the rule's "
+            f"fallback froze the best of {many} on the unseen seeds")
 
 
 def fit_note(facts):
@@ -63,12 +75,7 @@ def fit_note(facts):
     if facts['unseen_rows_held'] is not None:
         held = (f" It holds {facts['rows_held']} of the {rows} on seeds {_span(facts['seeds'])} and "
                 f"{facts['unseen_rows_held']} on the unseen seeds {_span(facts['unseen_seeds'])}")
-        if facts['by_fallback']:
-            held += (f", below the {facts['confirm_rows']} the freeze rule asked for there: no trial met that rule, "
-                     "and the rule's fallback froze the best of five on the unseen seeds.")
-        else:
-            held += '.'
-        fitted += held
+        fitted += held + (below_the_rule(facts['confirm_rows'], facts['compared']) if facts['by_fallback'] else '') + '.'
     plain, costly = facts['example']
     cost = (f"**The per-turn cost.** Every run charges {facts['turn_cost']:.3f} advantage units for each turn an "
             "episode takes above its group's mean, in groups whose rewards differ (the substrate's `turn_cost`; at "
@@ -78,14 +85,9 @@ def fit_note(facts):
     return f"**What the substrate was fitted to.** {fitted}\n\n{cost}"
 
 
-def fit_clause(facts):
-    """The fit in one clause, for the README's substrate line: what it was fitted to, what was held out, and how the
-    freeze rule chose it ('fitted to bands around 26 of the book's numbers ..., frozen by the rule's fallback')."""
-    counts = facts['counts']
-    clause = (f"fitted to bands around {facts['rows']} of the book's numbers at chapter 9's settings as chapter 10 "
-              f"prints them ({counts['output']} printed in its output blocks, {counts['prose']} in its prose, "
-              f"{counts['derived']} derived), with every regularised setting held out")
-    if facts['unseen_rows_held'] is not None and facts['by_fallback']:
-        clause += (f"; it holds {facts['unseen_rows_held']} of {facts['rows']} on the unseen seeds, below the "
-                   f"{facts['confirm_rows']} the freeze rule asked for, and was frozen by the rule's fallback")
-    return clause
+def fit_clause(rows, counts):
+    """What a substrate was fitted to and what was held out, in one clause for the README's substrate line: `rows`
+    calibration rows, `counts` as fitted_counts gives them."""
+    return (f"fitted to bands around {rows} of the book's numbers at chapter 9's settings as chapter 10 prints them "
+            f"({counts['output']} printed in its output blocks, {counts['prose']} in its prose, {counts['derived']} "
+            "derived), with every regularised setting held out")

@@ -27,6 +27,7 @@ class Decision:
     frozen: int = None  # the trial frozen
     confirmed: bool = False  # frozen by (a), all rows on the search seeds and enough on the confirmation seeds; not
     #                          by the fallback (b)
+    compared: int = 0  # how many trials the fallback compared on the confirmation seeds (0 when it did not decide)
 
 
 def rank(record):
@@ -80,7 +81,7 @@ def decide(recs, exhausted):
     best = min(top, key=confirmed_rank)
     return Decision('freeze', f'the budget is used and no candidate confirmed{failed}; of the {len(top)} best on the '
                               f'search seeds, {held_text(best)} holds the most rows on the confirmation seeds: it is '
-                              'frozen', frozen=best['number'])
+                              'frozen', frozen=best['number'], compared=len(top))
 
 
 def decision_from_export(export):
