@@ -1,6 +1,5 @@
 """Read a notebook and name its cells as a reader counts them: which cell a papermill run was executing when it
-failed, and the names a `parameters` cell assigns."""
-import ast
+failed."""
 from pathlib import Path
 
 PARAMETERS_TAG = 'parameters'
@@ -78,23 +77,3 @@ def where(nb, parameters, executed_index):
     params = first_tagged(nb, PARAMETERS_TAG)
     after = f' after cell {params + 1}' if params is not None else ''
     return f'the parameters cell papermill injected{after}'
-
-
-def assigned_names(source):
-    """Names that top-level statements of Python source assign (a = ..., a: int = ..., a += ..., a, b = ...)."""
-    def names(target):
-        if isinstance(target, ast.Name):
-            yield target.id
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            for element in target.elts:
-                yield from names(element)
-        elif isinstance(target, ast.Starred):
-            yield from names(target.value)
-
-    found = []
-    for statement in ast.parse(source).body:
-        targets = statement.targets if isinstance(statement, ast.Assign) else \
-            [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else []
-        for target in targets:
-            found += [name for name in names(target) if name not in found]
-    return found

@@ -38,7 +38,7 @@ from agentrl.side_runs import DESTINATIONS, aside
 from agentrl.paths import figures_dir, results_dir
 from machinery.notebook_kernel import (ENGINE, RunningKernel, collected_warnings, failure_detail,
                                      register_engine, stop_kernels, warnings_line)
-from machinery.notebook_cells import PARAMETERS_TAG, assigned_names, describe_cell, first_tagged, read_notebook, where
+from machinery.notebook_cells import PARAMETERS_TAG, first_tagged, read_notebook, where
 from machinery.notebook_outputs import strip_volatile
 
 KERNEL = 'agentrl-ch10'
@@ -52,15 +52,17 @@ class NotebookFailed(RuntimeError):
 # --- parameters ---------------------------------------------------------------------------------------------------
 
 def check_parameters(src, nb, parameters):
-    """Refuse any parameter the notebook's `parameters` cell does not assign, naming the ones it does."""
+    """Refuse any parameter the notebook's `parameters` cell does not assign, naming the ones it does.
+
+    The cell is read with papermill's inspection, as agentrl.side_runs reads the committed values: the runner accepts
+    exactly the names a side run is compared on.
+    """
     if not parameters:
         return
+    import papermill
+
     index = first_tagged(nb, PARAMETERS_TAG)
-    try:
-        known = [] if index is None else assigned_names(nb.cells[index].source)
-    except SyntaxError as err:
-        raise NotebookFailed(f'{src}: no cell ran: its parameters cell, {describe_cell(nb, index)}, is not plain '
-                             f'Python ({err.msg}, line {err.lineno}), so its parameters cannot be read') from None
+    known = list(papermill.inspect_notebook(str(src)))
     unknown = [name for name in parameters if name not in known]
     if not unknown:
         return

@@ -10,7 +10,10 @@ import nbformat
 import papermill
 import pytest
 
-from machinery.notebook_runner import NotebookFailed, execute_notebook, main
+from agentrl.paths import NOTEBOOKS
+from agentrl.side_runs import committed_parameters
+from machinery.notebook_cells import read_notebook
+from machinery.notebook_runner import NotebookFailed, check_parameters, execute_notebook, main
 
 KERNELSPEC = {'name': 'agentrl-ch10', 'display_name': 'Python (agentrl ch10)', 'language': 'python'}
 COMMITTED = b'{"committed": "copy"}\n'  # what a destination holds before a run; a failure must leave it so
@@ -77,6 +80,13 @@ def test_unknown_parameters_are_refused_naming_the_notebooks_parameters(tmp_path
                                              r"has no cell tagged 'parameters', so it takes no parameters"):
         execute_notebook(plain, out / 'plain.ipynb', {'seed': 1})
     assert snapshot(tmp_path) == before
+    # on the committed notebooks the runner knows exactly the parameters a side run is compared on
+    for path in sorted(NOTEBOOKS.glob('[0-9]*.ipynb')):
+        committed = committed_parameters(path.stem)
+        assert committed, path
+        check_parameters(path, read_notebook(path)[0], committed)
+        with pytest.raises(NotebookFailed, match=f"are: {', '.join(committed)}$"):
+            check_parameters(path, read_notebook(path)[0], {**committed, 'not_a_parameter': 1})
 
 
 def test_parameters_without_output_are_refused_and_the_notebook_left_alone(tmp_path, capsys, no_kernel):
