@@ -417,25 +417,31 @@ def test_a_reply_of_exactly_the_size_limit_is_read_and_one_byte_more_is_a_crash(
 
 # ------------------------------------------------------------------------------------------- GRPO settings
 
-_INT = 'an int'
+_INT = 'a valid integer'
+_NUMBER = 'a valid number'
 _FINITE = 'a finite number'
-_TEMPERATURE = "in [0.01, 100.0] (beyond, logits / temperature leave float32's useful range)"
-_SEED = 'in [0, 2**63) (a torch.Generator seed)'
+_TEMPERATURE = "a finite number in [0.01, 100.0] (beyond, logits / temperature leave float32's useful range)"
+_SEED = 'an int in [0, 2**63) (a torch.Generator seed)'
+_CLIP_LOW = 'a finite number in (0, 1)'
+_AT_LEAST = 'greater than or equal to {}'.format
+_ABOVE = 'greater than {}'.format
 _REFUSED = [  # (field, value, what the message says is allowed): each just past its boundary, or of a wrong type
-    ('lr', 0.0, '> 0'), ('lr', -1e-9, '> 0'), ('epochs', 0, '>= 1'), ('minibatches', 0, '>= 1'),
+    ('lr', 0.0, _ABOVE(0)), ('lr', -1e-9, _ABOVE(0)), ('epochs', 0, _AT_LEAST(1)), ('minibatches', 0, _AT_LEAST(1)),
     ('temperature', 0.0099, _TEMPERATURE), ('temperature', 100.01, _TEMPERATURE),
     ('seed', -1, _SEED), ('seed', 2 ** 63, _SEED), ('eval_seed', -1, _SEED), ('eval_seed', 2 ** 63, _SEED),
-    ('kl_coef', -1e-9, '>= 0'), ('clip_low', 0.0, 'in (0, 1)'), ('clip_low', 1.0, 'in (0, 1)'),
-    ('clip_high', 0.0, '> 0'), ('max_grad_norm', 0.0, '> 0'), ('group_size', 1, '>= 2'),
-    ('tasks_per_step', 0, '>= 1'), ('max_redraws', -1, '>= 0'), ('max_turns', 0, '>= 1'),
-    ('max_call_words', 1, '>= 2'), ('max_call_words', 2.0, 'an int or None'), ('max_call_words', True, 'an int or None'),
-    ('turn_cost', -1e-9, '>= 0'), ('eval_every', -1, '>= 0'), ('eval_group_size', 0, '>= 1'),
-] + [(name, value, _INT) for name in ('seed', 'epochs', 'minibatches', 'group_size', 'tasks_per_step', 'max_redraws',
-                                      'max_turns', 'eval_every', 'eval_group_size', 'eval_seed')
+    ('kl_coef', -1e-9, _AT_LEAST(0)), ('clip_low', 0.0, _CLIP_LOW), ('clip_low', 1.0, _CLIP_LOW),
+    ('clip_high', 0.0, _ABOVE(0)), ('max_grad_norm', 0.0, _ABOVE(0)), ('group_size', 1, _AT_LEAST(2)),
+    ('tasks_per_step', 0, _AT_LEAST(1)), ('max_redraws', -1, _AT_LEAST(0)), ('max_turns', 0, _AT_LEAST(1)),
+    ('max_call_words', 1, _AT_LEAST(2)), ('max_call_words', 2.0, _INT), ('max_call_words', True, _INT),
+    ('turn_cost', -1e-9, _AT_LEAST(0)), ('eval_every', -1, _AT_LEAST(0)), ('eval_group_size', 0, _AT_LEAST(1)),
+] + [(name, value, _SEED if 'seed' in name else _INT)
+     for name in ('seed', 'epochs', 'minibatches', 'group_size', 'tasks_per_step', 'max_redraws', 'max_turns',
+                  'eval_every', 'eval_group_size', 'eval_seed')
      for value in (2.0, True)] + [
-    (name, value, _FINITE) for name in ('lr', 'temperature', 'kl_coef', 'clip_low', 'clip_high', 'max_grad_norm',
-                                        'turn_cost')
-    for value in (float('nan'), float('inf'), -float('inf'), True, '1')]
+    (name, value, {'temperature': _TEMPERATURE, 'clip_low': _CLIP_LOW}.get(name, _FINITE if number else _NUMBER))
+    for name in ('lr', 'temperature', 'kl_coef', 'clip_low', 'clip_high', 'max_grad_norm', 'turn_cost')
+    for value, number in ((float('nan'), True), (float('inf'), True), (-float('inf'), True), (True, False),
+                          ('1', False))]
 _ALLOWED = [('lr', 1e-9), ('lr', 1), ('epochs', 1), ('minibatches', 1), ('temperature', 0.01), ('temperature', 100.0),
             ('seed', 0), ('seed', 2 ** 63 - 1), ('eval_seed', 2 ** 63 - 1), ('kl_coef', 0.0), ('kl_coef', 0),
             ('clip_low', 1e-9), ('clip_low', 1 - 1e-9), ('clip_high', 1e-9), ('clip_high', 5.0),
@@ -448,7 +454,9 @@ _ALLOWED = [('lr', 1e-9), ('lr', 1), ('epochs', 1), ('minibatches', 1), ('temper
 def test_each_setting_just_past_its_range_is_refused_naming_the_field_the_range_and_the_value(name, value, allowed):
     with pytest.raises(ValueError) as raised:
         arl.RLConfig(**{name: value})
-    assert str(raised.value) == f'RLConfig.{name} must be {allowed}, got {value!r}'
+    [error] = raised.value.errors()  # this field's error alone
+    assert (error['loc'], error['msg'], repr(error['input'])) == ((name,), f'Input should be {allowed}', repr(value))
+    assert str(raised.value).startswith(f'1 validation error for RLConfig\n{name}\n  Input should be {allowed} [type=')
 
 
 @pytest.mark.parametrize('name, value', _ALLOWED, ids=lambda x: repr(x))
@@ -457,8 +465,9 @@ def test_each_setting_at_its_boundary_is_accepted(name, value):
 
 
 def test_an_unknown_kl_kind_is_refused_naming_the_field_and_the_valid_kinds():
-    with pytest.raises(ValueError, match=r"^RLConfig\.kl_kind: unknown KL kind 'k4'; valid kinds: 'k1', 'k2', 'k3', "
-                                         r"'k1\+', 'k3\+'$"):
+    with pytest.raises(ValueError, match=r"^1 validation error for RLConfig\nkl_kind\n  Value error, unknown KL kind "
+                                         r"'k4'; valid kinds: 'k1', 'k2', 'k3', 'k1\+', 'k3\+' \[type=value_error, "
+                                         r"input_value='k4',"):
         arl.RLConfig(kl_kind='k4')
 
 

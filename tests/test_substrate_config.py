@@ -1,6 +1,7 @@
 """One description of a substrate: every field of SubstrateConfig reaches what it shapes, and caches are keyed by it."""
 import dataclasses
 import random
+import re
 
 import pytest
 import torch
@@ -29,16 +30,25 @@ def test_use_switches_the_active_configuration_and_restores_it():
 
 
 @pytest.mark.parametrize('field, value, allowed', [
-    ('families', 'huge', 'one of'), ('heldout', 'anywhere', 'one of'), ('grammar', 'verbose', 'one of'),
-    ('max_offset', -1, '>= 0'), ('n_head', 3, 'divisor'), ('logit_scale', 0.0, '> 0'), ('turn_cost', -0.1, '>= 0'),
+    ('families', 'huge', "'base' or 'extended'"), ('heldout', 'anywhere', "'any_line' or 'fresh_line'"),
+    ('grammar', 'verbose', "'short' or 'long'"), ('max_offset', -1, 'greater than or equal to 0'),
+    ('max_offset', True, 'a valid integer'), ('n_head', 3, '1, 2, 4, 8, 16, 32 or 64'),
+    ('logit_scale', 0.0, 'greater than 0'), ('logit_scale', float('inf'), 'a finite number'),
+    ('turn_cost', -0.1, 'greater than or equal to 0'), ('rl_lr', '1e-3', 'a valid number'),
 ])
 def test_a_bad_field_is_refused_naming_it_and_what_is_allowed(field, value, allowed):
-    with pytest.raises(ValueError, match=f'SubstrateConfig.{field} must be .*{allowed}'):
+    with pytest.raises(ValueError, match=rf'for SubstrateConfig\n{field}\n  Input should be {re.escape(allowed)} '
+                                         rf'\[type=\w+, input_value={re.escape(repr(value))},'):
         SubstrateConfig(**{field: value})
-    with pytest.raises(ValueError, match='Habits.slips'):
+    with pytest.raises(ValueError, match=r"for Habits\nslips\n  Input should be 'mixed' or 'choice'"):
         Habits(slips='often')
-    with pytest.raises(ValueError, match='Habits.mislabel'):
+    with pytest.raises(ValueError, match=r'for Habits\nmislabel\n  Input should be a probability in \[0, 1\] '
+                                         r'\[type=allowed_values, input_value=1.5,'):
         Habits(mislabel=1.5)
+    with pytest.raises(ValueError, match=r'for SFTConfig\nbatch_size\n  Input should be greater than or equal to 1'):
+        SFTConfig(batch_size=0)
+    with pytest.raises(ValueError, match=r'for SFTConfig\nhabits\n  Input should be an instance of Habits'):
+        SFTConfig(habits=dict(read=1.0))
 
 
 def test_configurations_are_hashable_and_round_trip_through_their_description():

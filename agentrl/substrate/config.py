@@ -13,97 +13,93 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+from typing import Annotated, Literal
+
+import pydantic
+from pydantic import ConfigDict, Field, ValidationError, WrapValidator
+from pydantic_core import PydanticCustomError
 
 
-def _require(owner, name, ok, allowed, value):
-    if not ok:
-        raise ValueError(f'{owner}.{name} must be {allowed}, got {value!r}')
+# The configurations are pydantic dataclasses: still frozen standard dataclasses (asdict, replace, fields, hashing
+# and equality as before), with each field's type and range in its annotation, checked on construction. Strict: a
+# bool is refused where a number is asked, and a str where a float is; floats must be finite. A bad value raises
+# pydantic's ValidationError, a ValueError that names the class, the field, the value and what is allowed. An int
+# given for a float field is stored as that float (0 -> 0.0): an equal value, so the same run. Defaults are checked
+# too, since RLConfig's lr and turn_cost come from the substrate in use.
+CHECKED = ConfigDict(strict=True, allow_inf_nan=False, validate_default=True)
 
 
-def _probability(owner, name, value):
-    _require(owner, name, isinstance(value, (int, float)) and not isinstance(value, bool) and 0.0 <= value <= 1.0,
-             'a probability in [0, 1]', value)
+def all_errors_say(allowed):
+    """Annotated metadata, after a type and its bounds: any error of the field reads 'Input should be {allowed}'.
 
-
-@dataclasses.dataclass(frozen=True)
-class Habits:
-    """A scripted agent's habits (probabilities)."""
-    read: float = 0.4  # reads before editing
-    full_read: float = 0.5  # a read covers the whole function (else a peek at its first two or three lines)
-    slip: float = 0.06  # before each call, first makes a bad call (of the kinds `slips` names)
-    slips: str = 'mixed'  # 'mixed': malformed calls and out-of-range lines; 'choice': only wrong line labels,
-    #                       so every word the grammar forces (';' after submit, 'to', 'with') stays certain
-    mislabel: float = 0.0  # after a read that showed the bug, writes the fix on a neighbouring line instead
-
-    def __post_init__(self):
-        for name in ('read', 'full_read', 'slip', 'mislabel'):
-            _probability('Habits', name, getattr(self, name))
-        _require('Habits', 'slips', self.slips in SLIP_KINDS, f'one of {SLIP_KINDS}', self.slips)
+    For a range with two ends: pydantic's own message names only the end a value crossed; this one names both (the
+    check is still pydantic's)."""
+    def validate(value, handler):
+        try:
+            return handler(value)
+        except ValidationError:
+            raise PydanticCustomError('allowed_values', 'Input should be {allowed}', {'allowed': allowed}) from None
+    return WrapValidator(validate)
 
 
 SLIP_KINDS = ('mixed', 'choice')
+Probability = Annotated[float, Field(ge=0, le=1), all_errors_say('a probability in [0, 1]')]
+Positive = Annotated[float, Field(gt=0)]
+NonNegative = Annotated[float, Field(ge=0)]
+Count = Annotated[int, Field(ge=0)]
+
+
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
+class Habits:
+    """A scripted agent's habits (probabilities)."""
+    read: Probability = 0.4  # reads before editing
+    full_read: Probability = 0.5  # a read covers the whole function (else a peek at its first two or three lines)
+    slip: Probability = 0.06  # before each call, first makes a bad call (of the kinds `slips` names)
+    slips: Literal[SLIP_KINDS] = 'mixed'  # 'mixed': malformed calls and out-of-range lines; 'choice': only wrong line
+    #                                      labels, so every word the grammar forces (';' after submit, 'to', 'with')
+    #                                      stays certain
+    mislabel: Probability = 0.0  # after a read that showed the bug, writes the fix on a neighbouring line instead
+
+
 CAREFUL = Habits(read=1.0, full_read=1.0, slip=0.0)  # always reads the whole function, never slips
 
 
-@dataclasses.dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class SFTConfig:
     """Supervised fine-tuning in two phases: skills from a careful agent, then the scripted agent's habits."""
-    careful_steps: int = 600  # phase 1: AdamW steps on the careful agent's episodes (reading and fixing)
-    habit_steps: int = 150  # phase 2: AdamW steps on the scripted agent's episodes (its habits)
-    batch_size: int = 32  # fresh episodes per step
-    careful_lr: float = 3e-3  # phase 1 peak learning rate (cosine decay to 10%)
-    habit_lr: float = 1e-3  # phase 2 peak learning rate (cosine decay to 10%)
-    weight_decay: float = 0.01
-    seed: int = 0
+    careful_steps: Count = 600  # phase 1: AdamW steps on the careful agent's episodes (reading and fixing)
+    habit_steps: Count = 150  # phase 2: AdamW steps on the scripted agent's episodes (its habits)
+    batch_size: Annotated[int, Field(ge=1)] = 32  # fresh episodes per step
+    careful_lr: Positive = 3e-3  # phase 1 peak learning rate (cosine decay to 10%)
+    habit_lr: Positive = 1e-3  # phase 2 peak learning rate (cosine decay to 10%)
+    weight_decay: NonNegative = 0.01
+    seed: Count = 0
     habits: Habits = Habits()  # the scripted agent of phase 2
-
-    def __post_init__(self):
-        for name in ('careful_steps', 'habit_steps', 'batch_size', 'seed'):
-            value = getattr(self, name)
-            _require('SFTConfig', name, isinstance(value, int) and not isinstance(value, bool) and value >= 0,
-                     'an int >= 0', value)
-        _require('SFTConfig', 'batch_size', self.batch_size >= 1, '>= 1', self.batch_size)
-        for name in ('careful_lr', 'habit_lr'):
-            _require('SFTConfig', name, getattr(self, name) > 0, '> 0', getattr(self, name))
-        _require('SFTConfig', 'weight_decay', self.weight_decay >= 0, '>= 0', self.weight_decay)
-        _require('SFTConfig', 'habits', isinstance(self.habits, Habits), 'a Habits', self.habits)
 
 
 FAMILY_SETS = ('base', 'extended')  # 'base': the 36 families of FAMILY_TABLE; 'extended': 15 more after them
 HELDOUT_RULES = ('any_line', 'fresh_line')
 GRAMMARS = ('short', 'long')
+N_HEADS = (1, 2, 4, 8, 16, 32, 64)  # the divisors of the model's width 64
 
 
-@dataclasses.dataclass(frozen=True)
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class SubstrateConfig:
     """Every free choice of chapters 1-9 that shapes the RL base and the unregularised run (frozen, hashable)."""
-    families: str = 'base'  # which task families exist (FAMILY_SETS)
-    heldout: str = 'any_line'  # held-out split: 'any_line' (one bug of each of 10 families, anywhere) or
-    #                           'fresh_line' (only on a line where no training bug of its family sits, so a blind
-    #                           guess among the family's training bugs never fixes it)
-    grammar: str = 'short'  # tool calls: 'short' (read L2 L5 ; edit L4 < > ;) or 'long' (read L2 to L5 ;
-    #                        edit L4 replace < with > ;)
-    max_offset: int = 12  # at most this many blank lines before the function (also capped by what fits in L12)
+    families: Literal[FAMILY_SETS] = 'base'  # which task families exist
+    heldout: Literal[HELDOUT_RULES] = 'any_line'  # held-out split: 'any_line' (one bug of each of 10 families,
+    #                           anywhere) or 'fresh_line' (only on a line where no training bug of its family sits, so
+    #                           a blind guess among the family's training bugs never fixes it)
+    grammar: Literal[GRAMMARS] = 'short'  # tool calls: 'short' (read L2 L5 ; edit L4 < > ;) or 'long' (read L2 to
+    #                                      L5 ; edit L4 replace < with > ;)
+    max_offset: Count = 12  # at most this many blank lines before the function (also capped by what fits in L12)
     sft: SFTConfig = SFTConfig()  # how the RL base is fine-tuned, and the habits it keeps
-    n_head: int = 4  # attention heads (does not change the parameter count)
-    init_std: float = 0.02  # std of the normal initialisation (residual projections: divided by sqrt(2 layers))
-    logit_scale: float = 1.0  # the head's logits are multiplied by this
-    rl_lr: float = 5e-4  # the default RLConfig.lr (chapter 9's Adam learning rate, constant)
-    turn_cost: float = 0.0  # the default RLConfig.turn_cost: advantage units an episode pays per turn above its
-    #                        group's mean, in groups that carry a reward signal (0: the turns are ignored)
-
-    def __post_init__(self):
-        owner = 'SubstrateConfig'
-        _require(owner, 'families', self.families in FAMILY_SETS, f'one of {FAMILY_SETS}', self.families)
-        _require(owner, 'heldout', self.heldout in HELDOUT_RULES, f'one of {HELDOUT_RULES}', self.heldout)
-        _require(owner, 'grammar', self.grammar in GRAMMARS, f'one of {GRAMMARS}', self.grammar)
-        _require(owner, 'max_offset', isinstance(self.max_offset, int) and self.max_offset >= 0, 'an int >= 0',
-                 self.max_offset)
-        _require(owner, 'sft', isinstance(self.sft, SFTConfig), 'an SFTConfig', self.sft)
-        _require(owner, 'n_head', self.n_head in (1, 2, 4, 8, 16, 32, 64), 'a divisor of the width 64', self.n_head)
-        for name in ('init_std', 'logit_scale', 'rl_lr'):
-            _require(owner, name, getattr(self, name) > 0, '> 0', getattr(self, name))
-        _require(owner, 'turn_cost', self.turn_cost >= 0, '>= 0', self.turn_cost)
+    n_head: Literal[N_HEADS] = 4  # attention heads (does not change the parameter count)
+    init_std: Positive = 0.02  # std of the normal initialisation (residual projections: divided by sqrt(2 layers))
+    logit_scale: Positive = 1.0  # the head's logits are multiplied by this
+    rl_lr: Positive = 5e-4  # the default RLConfig.lr (chapter 9's Adam learning rate, constant)
+    turn_cost: NonNegative = 0.0  # the default RLConfig.turn_cost: advantage units an episode pays per turn above its
+    #                              group's mean, in groups that carry a reward signal (0: the turns are ignored)
 
     def describe(self):
         """Every field as plain JSON data (nested configurations as dicts)."""

@@ -8,14 +8,17 @@ and adjust its own coefficients between steps. Chapter 9's own KL-to-reference t
 import copy
 import math
 import dataclasses
+from typing import Annotated, Optional
 
+import pydantic
 import torch
+from pydantic import AfterValidator, Field
 
 from agentrl.cpu import fixed_threads
 from agentrl.core.kl import KL_KINDS, check_kl_kind, kl_penalty
 from agentrl.core.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs
 from agentrl.progress import progress
-from agentrl.substrate.config import active
+from agentrl.substrate.config import CHECKED, NonNegative, Positive, active, all_errors_say
 from agentrl.substrate.gym import make_env, make_tasks
 from agentrl.substrate.rollout import behavior_stats, collate, sample_groups, sample_step
 
@@ -23,33 +26,48 @@ TRAIN_THREADS = 1  # torch threads while training: fixed, so results never depen
 
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 100.0
+Temperature = Annotated[float, Field(ge=MIN_TEMPERATURE, le=MAX_TEMPERATURE), all_errors_say(
+    f"a finite number in [{MIN_TEMPERATURE}, {MAX_TEMPERATURE}] (beyond, logits / temperature leave float32's useful "
+    'range)')]
+Seed = Annotated[int, Field(ge=0, lt=2 ** 63), all_errors_say('an int in [0, 2**63) (a torch.Generator seed)')]
 
 
-@dataclasses.dataclass(frozen=True)
+def _known_kl_kind(kind):
+    check_kl_kind(kind)  # the estimators' own check, so the list of kinds has one home
+    return kind
+
+
+# A pydantic dataclass, as the substrate's configurations (agentrl.substrate.config.CHECKED): each field's type and
+# range is in its annotation, and a bad value raises pydantic's ValidationError (a ValueError) naming the field, the
+# value and what is allowed.
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class RLConfig:
     """GRPO settings (the book's defaults); bad values raise ValueError naming the field and its allowed range."""
-    seed: int = 0  # seeds torch's global RNG and the training generator (task draws, sampling, minibatches)
-    lr: float = dataclasses.field(default_factory=lambda: active().rl_lr)  # Adam learning rate, > 0 (default: the
-    #   rl_lr of the substrate in use, so the book's bare RLConfig() gets the fitted value; runs and the calibration
-    #   pass their substrate explicitly, with RLConfig.for_substrate)
-    epochs: int = 1  # passes over each step's batch, >= 1
-    minibatches: int = 2  # minibatches per pass (one optimizer step each), >= 1
-    temperature: float = 1.0  # sampling temperature; training log-probs use logits / temperature too; in [0.01, 100]
-    kl_coef: float = 0.0  # weight of the KL-to-reference term in the loss, >= 0 (0 = off)
-    kl_kind: str = 'k3'  # KL estimator: 'k1', 'k2', 'k3' (rl_update) or chapter 10's 'k1+', 'k3+'
-    clip_low: float = 0.2  # PPO clip below: ratio >= 1 - clip_low counts; in (0, 1)
-    clip_high: float = 0.2  # PPO clip above: ratio <= 1 + clip_high counts; > 0
-    max_grad_norm: float = 1.0  # gradient clipping by global norm, > 0
-    group_size: int = 8  # episodes per task (one GRPO group), >= 2
-    tasks_per_step: int = 8  # tasks drawn per step (8 x 8 = 64 episodes), >= 1
-    max_redraws: int = 3  # extra task draws when no group of a step has a reward spread, >= 0
-    max_turns: int = 6  # tool calls per episode before the episode is cut, >= 1
-    max_call_words: int = None  # words per tool call including ';', >= 2 (None: the grammar's limit, 6 for the short)
-    eval_every: int = 20  # held-out evaluation after every this many steps, >= 0 (0 = never)
-    eval_group_size: int = 16  # attempts per held-out task in that evaluation, >= 1
-    eval_seed: int = 0  # seed of the evaluation's own generator (the training streams are not touched)
-    turn_cost: float = dataclasses.field(default_factory=lambda: active().turn_cost)  # advantage units per turn above
-    #   the group's mean, in groups with a reward spread, >= 0 (default: as lr, the substrate in use; 0 is the
+    seed: Seed = 0  # seeds torch's global RNG and the training generator (task draws, sampling, minibatches)
+    lr: Positive = dataclasses.field(default_factory=lambda: active().rl_lr)  # Adam learning rate (default: the rl_lr
+    #   of the substrate in use, so the book's bare RLConfig() gets the fitted value; runs and the calibration pass
+    #   their substrate explicitly, with RLConfig.for_substrate)
+    epochs: Annotated[int, Field(ge=1)] = 1  # passes over each step's batch
+    minibatches: Annotated[int, Field(ge=1)] = 2  # minibatches per pass (one optimizer step each)
+    temperature: Temperature = 1.0  # sampling temperature; training log-probs use logits / temperature too
+    kl_coef: NonNegative = 0.0  # weight of the KL-to-reference term in the loss (0 = off)
+    kl_kind: Annotated[str, AfterValidator(_known_kl_kind)] = 'k3'  # KL estimator: 'k1', 'k2', 'k3' (rl_update) or
+    #   chapter 10's 'k1+', 'k3+'
+    clip_low: Annotated[float, Field(gt=0, lt=1), all_errors_say('a finite number in (0, 1)')] = 0.2  # PPO clip
+    #   below: ratio >= 1 - clip_low counts
+    clip_high: Positive = 0.2  # PPO clip above: ratio <= 1 + clip_high counts
+    max_grad_norm: Positive = 1.0  # gradient clipping by global norm
+    group_size: Annotated[int, Field(ge=2)] = 8  # episodes per task (one GRPO group)
+    tasks_per_step: Annotated[int, Field(ge=1)] = 8  # tasks drawn per step (8 x 8 = 64 episodes)
+    max_redraws: Annotated[int, Field(ge=0)] = 3  # extra task draws when no group of a step has a reward spread
+    max_turns: Annotated[int, Field(ge=1)] = 6  # tool calls per episode before the episode is cut
+    max_call_words: Optional[Annotated[int, Field(ge=2)]] = None  # words per tool call including ';' (None: the
+    #   grammar's limit, 6 for the short)
+    eval_every: Annotated[int, Field(ge=0)] = 20  # held-out evaluation after every this many steps (0 = never)
+    eval_group_size: Annotated[int, Field(ge=1)] = 16  # attempts per held-out task in that evaluation
+    eval_seed: Seed = 0  # seed of the evaluation's own generator (the training streams are not touched)
+    turn_cost: NonNegative = dataclasses.field(default_factory=lambda: active().turn_cost)  # advantage units per turn
+    #   above the group's mean, in groups with a reward spread (default: as lr, the substrate in use; 0 is the
     #   chapter's group-normalised GRPO)
 
     @classmethod
@@ -57,46 +75,6 @@ class RLConfig:
         """The settings of a run on `substrate` (a SubstrateConfig): its fitted learning rate and cost per turn,
         then `fields`, which may set any field (those two included)."""
         return cls(**{'lr': substrate.rl_lr, 'turn_cost': substrate.turn_cost, **fields})
-
-    def __post_init__(self):
-        def check(name, ok, allowed):
-            if not ok:
-                raise ValueError(f'RLConfig.{name} must be {allowed}, got {getattr(self, name)!r}')
-
-        for name in ('seed', 'epochs', 'minibatches', 'group_size', 'tasks_per_step', 'max_redraws', 'max_turns',
-                     'eval_every', 'eval_group_size', 'eval_seed'):
-            check(name, isinstance(getattr(self, name), int) and not isinstance(getattr(self, name), bool), 'an int')
-        check('max_call_words', self.max_call_words is None or isinstance(self.max_call_words, int)
-              and not isinstance(self.max_call_words, bool), 'an int or None')
-        for name in ('lr', 'temperature', 'kl_coef', 'clip_low', 'clip_high', 'max_grad_norm', 'turn_cost'):
-            value = getattr(self, name)
-            check(name, isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-                  and abs(value) != float('inf'), 'a finite number')
-        check('lr', self.lr > 0, '> 0')
-        check('epochs', self.epochs >= 1, '>= 1')
-        check('minibatches', self.minibatches >= 1, '>= 1')
-        check('temperature', MIN_TEMPERATURE <= self.temperature <= MAX_TEMPERATURE,
-              f'in [{MIN_TEMPERATURE}, {MAX_TEMPERATURE}] (beyond, logits / temperature leave float32\'s useful range)')
-        for name in ('seed', 'eval_seed'):
-            check(name, 0 <= getattr(self, name) < 2 ** 63, 'in [0, 2**63) (a torch.Generator seed)')
-        check('kl_coef', self.kl_coef >= 0, '>= 0')
-        try:
-            check_kl_kind(self.kl_kind)
-        except ValueError as error:
-            raise ValueError(f'RLConfig.kl_kind: {error}') from None
-        check('clip_low', 0 < self.clip_low < 1, 'in (0, 1)')
-        check('clip_high', self.clip_high > 0, '> 0')
-        check('max_grad_norm', self.max_grad_norm > 0, '> 0')
-        check('group_size', self.group_size >= 2, '>= 2')
-        check('tasks_per_step', self.tasks_per_step >= 1, '>= 1')
-        check('max_redraws', self.max_redraws >= 0, '>= 0')
-        check('max_turns', self.max_turns >= 1, '>= 1')
-        check('max_call_words', self.max_call_words is None or self.max_call_words >= 2, '>= 2')
-        check('turn_cost', self.turn_cost >= 0, '>= 0')
-        check('eval_every', self.eval_every >= 0, '>= 0')
-        check('eval_group_size', self.eval_group_size >= 1, '>= 1')
-
-
 
 
 class NonFiniteLossError(FloatingPointError):

@@ -5,33 +5,37 @@ B = batch, T = time (tokens), C = model width, H = heads, D = C // H, V = vocabu
 sampling, `new_cache` holds every episode's keys and values, and `read` advances chosen episodes by a chunk of
 tokens that starts at one position (a single token being a chunk of one).
 """
-import dataclasses
 import math
+from typing import Annotated
 
+import pydantic
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from pydantic import Field
+
+from agentrl.substrate.config import CHECKED
+
+AtLeastOne = Annotated[int, Field(ge=1)]
 
 
-@dataclasses.dataclass(frozen=True)
+# Checked by pydantic like the substrate's configurations (agentrl.substrate.config.CHECKED): types and ranges in the
+# annotations; only the check that ties two fields together is code.
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class ModelConfig:
     """TinyAgent's shape. The defaults with the book's 316 words give its 157,244 parameters."""
-    vocab_size: int
-    context: int = 256  # longest sequence (prompt + calls + observations) the model can read
-    width: int = 64  # C
-    n_layer: int = 2
-    n_head: int = 4  # H; width must be divisible by it
-    mlp_ratio: int = 4  # hidden width of each MLP = mlp_ratio * width
-    init_std: float = 0.02  # std of the normal initialisation (GPT-2's; residual projections / sqrt(2 n_layer))
-    logit_scale: float = 1.0  # the head's output is multiplied by this (parameter-free: a softmax temperature)
+    vocab_size: AtLeastOne
+    context: AtLeastOne = 256  # longest sequence (prompt + calls + observations) the model can read
+    width: AtLeastOne = 64  # C
+    n_layer: AtLeastOne = 2
+    n_head: AtLeastOne = 4  # H; width must be divisible by it
+    mlp_ratio: AtLeastOne = 4  # hidden width of each MLP = mlp_ratio * width
+    init_std: Annotated[float, Field(gt=0)] = 0.02  # std of the normal initialisation (GPT-2's; residual projections
+    #   / sqrt(2 n_layer))
+    logit_scale: Annotated[float, Field(gt=0)] = 1.0  # the head's output is multiplied by this (parameter-free: a
+    #   softmax temperature)
 
     def __post_init__(self):
-        for name in ('vocab_size', 'context', 'width', 'n_layer', 'n_head', 'mlp_ratio'):
-            if getattr(self, name) < 1:
-                raise ValueError(f'ModelConfig.{name} must be >= 1, got {getattr(self, name)}')
-        for name in ('init_std', 'logit_scale'):
-            if not getattr(self, name) > 0:
-                raise ValueError(f'ModelConfig.{name} must be > 0, got {getattr(self, name)}')
         if self.width % self.n_head:
             raise ValueError(f'ModelConfig.width ({self.width}) must be divisible by n_head ({self.n_head})')
 
