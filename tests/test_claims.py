@@ -205,8 +205,11 @@ def test_an_explanation_is_shown_only_where_its_premise_holds_on_four_of_five_se
         assert (found['explanation'] is not None) == shown
         assert found['evidence'][0] == '0.500 -> 0.300 (-40.0%)'
         text = '\n'.join(explanations.explanation_lines([found]))
-        assert ('Our reading: the penalty is a reverse KL' in text) == shown
-        assert ('so we do not offer it' in text) == (not shown) and 'seed 4: KL k3+ 1.0 loses 0.200 nats' in text
+        assert ('**Our reading:** the penalty is the reverse KL' in text) == shown
+        assert ('so we do not offer it' in text) == (not shown)
+        assert '\n| 4 | 0.500 -> 0.300 (-40.0%) | no: entropy lost 0.200 nats, KL from the start 0.150 |' in text
+        assert '\n| 0 | 0.500 -> 0.300 (-40.0%) | yes: entropy lost 0.200 nats, KL from the start 0.050 |' in text
+        assert text.count('<details>') == text.count('</details>') == 1
 
 
 def test_explain_refuses_a_claim_that_holds_and_says_so_where_it_has_no_reading():
@@ -221,7 +224,9 @@ def test_explain_refuses_a_claim_that_holds_and_says_so_where_it_has_no_reading(
     assert 'collapse' not in explanations.EXPLANATIONS
     found = explanations.explain(summary, flat)
     assert found['premise'] is None and found['explanation'] is None
-    assert explanations.explanation_lines([found])[1] == '  - We have no explanation to offer for this one.'
+    lines = explanations.explanation_lines([found])
+    assert lines[0].endswith('(does not hold). We have no reading to offer for this one.')
+    assert '| seed | the claim |' in lines and 'what the reading rests on' not in '\n'.join(lines)
     with pytest.raises(ValueError, match='runs_by_seed has 4 entries for 5 seeds'):
         explanations.explain(summary, flat[:4])
 

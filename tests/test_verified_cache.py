@@ -140,11 +140,30 @@ def test_dict_fields_keep_every_value(fake_runs):
     assert unordered.fields == (('kl_coef', 0.3), ('temperature', 1.3)) and hash(unordered)
 
 
+def test_the_policy_loss_is_kept_apart_from_the_rl_settings(fake_runs):
+    covariance = experiments.arm('c', dict(kl_coef=0.3), policy_loss=dict(variant='kl_cov', fraction=0.05))
+    assert covariance.fields == (('kl_coef', 0.3),)
+    assert covariance.loss_options() == dict(variant='kl_cov', fraction=0.05)
+    assert covariance.config() == experiments.arm('plain', dict(kl_coef=0.3)).config()
+    assert experiments.arm('plain').loss_options() is None
+    assert covariance.describe()['policy_loss'] == [['fraction', 0.05], ['variant', 'kl_cov']]
+    assert experiments.run_path(covariance) != experiments.run_path(experiments.arm('c', dict(kl_coef=0.3)))
+
+
 @pytest.mark.parametrize('kwargs, error, match', [
     (dict(fields='lr'), TypeError, 'fields must be a dict or a tuple of'),
     (dict(fields=(('lr',),)), TypeError, r"got the item \('lr',\)"),
     (dict(fields=((1, 2.0),)), TypeError, 'str names'),
-    (dict(fields=(('cov_bounds', [1.0, 5.0]),)), TypeError, 'cov_bounds .* not a plain value.*tuples'),
+    (dict(policy_loss=(('variant', 'clip_cov'), ('bounds', [1.0, 5.0]))), TypeError,
+     r'policy_loss: bounds .* not a plain value.*tuples'),
+    (dict(policy_loss=dict(variant='kl_cov', cov_fraction=0.1)), ValueError,
+     'policy_loss: unknown setting cov_fraction; allowed: variant, fraction, bounds, kl_coef'),
+    (dict(policy_loss=dict(fraction=0.1)), ValueError, "policy_loss needs a variant, one of clip_cov, kl_cov"),
+    (dict(policy_loss=dict(variant='clip')), ValueError, "variant must be one of 'clip_cov', 'kl_cov'"),
+    (dict(policy_loss=dict(variant='kl_cov', fraction=2.0)), ValueError, 'cov_fraction must be a number in'),
+    (dict(fields=dict(cov_fraction=0.1)), ValueError,
+     r'fields: cov_fraction is not an RLConfig setting \(the covariance-aware loss goes in policy_loss\); allowed: '),
+    (dict(fields=dict(seed=3)), ValueError, 'seed is not an RLConfig setting'),
     (dict(fields=(('lr', torch.tensor(1e-3)),)), TypeError, 'lr .* not a plain value'),
     (dict(fields=(('lr', float('nan')),)), TypeError, 'finite numbers'),
     (dict(fields=(('lr', 1e-3), ('lr', 2e-3))), ValueError, 'more than once'),

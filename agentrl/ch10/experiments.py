@@ -14,7 +14,8 @@ import torch
 
 from agentrl import executors
 from agentrl.ch10.evaluation import diversity
-from agentrl.ch10.regularizers import COV_VARIANTS, centered_cross_product, entropy_bonus, train_regularized
+from agentrl.ch10.regularizers import (COV_VARIANTS, CovariancePolicyLoss, centered_cross_product, entropy_bonus,
+                                       train_regularized)
 from agentrl.core.logprobs import masked_mean, selected_log_probs
 from agentrl.cpu import fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
@@ -26,10 +27,8 @@ from agentrl.substrate.sft import make_rl_base
 from agentrl.substrate.tokenizer import build_tokenizer
 from agentrl.verified_cache import load_verified, save_verified
 
-RUN_FORMAT = 3  # bump when the content of a saved run changes
-# RunSpec fields that choose chapter 10's covariance-aware policy loss rather than an RLConfig setting
-POLICY_LOSS_FIELDS = {'loss_variant': 'variant', 'cov_fraction': 'fraction', 'cov_bounds': 'bounds',
-                      'kl_cov_coef': 'kl_coef'}
+RUN_FORMAT = 4  # bump when the content of a saved run changes
+POLICY_LOSS_OPTIONS = ('variant', 'fraction', 'bounds', 'kl_coef')  # CovariancePolicyLoss's settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +36,8 @@ class RunSpec:
     """One training run of train_regularized followed by the held-out diversity evaluation."""
     name: str  # the setting's label, e.g. 'KL k3+ 0.3'
     fields: tuple = ()  # RLConfig fields other than seed, as (name, value) pairs or a dict (stored as sorted pairs)
+    policy_loss: tuple = ()  # the covariance-aware policy loss (CovariancePolicyLoss's variant, fraction, bounds,
+    #                          kl_coef) as pairs or a dict, like fields; empty: PPO's clipped surrogate
     entropy_coef: float = 0.0  # train_regularized's entropy-bonus coefficient
     kl_in_reward: bool = False  # train_regularized's KL-in-reward placement
     steps: int = 40  # GRPO steps
@@ -47,32 +48,44 @@ class RunSpec:
     probes: tuple = ()  # measurements during training: 'heldout:N' (held-out eval every N steps), 'covariance'
 
     def __post_init__(self):
-        object.__setattr__(self, 'fields', _field_pairs(self.fields))
+        object.__setattr__(self, 'fields', _field_pairs(self.fields, 'fields'))
+        object.__setattr__(self, 'policy_loss', _field_pairs(self.policy_loss, 'policy_loss'))
+        unknown = sorted(name for name, _ in self.policy_loss if name not in POLICY_LOSS_OPTIONS)
+        if unknown:
+            raise ValueError(f'RunSpec.policy_loss: unknown setting {", ".join(unknown)}; allowed: '
+                             f'{", ".join(POLICY_LOSS_OPTIONS)}')
+        if self.policy_loss and 'variant' not in dict(self.policy_loss):
+            raise ValueError(f'RunSpec.policy_loss needs a variant, one of {", ".join(COV_VARIANTS)}')
         if self.init is not None and not isinstance(self.init, RunSpec):
             raise TypeError(f'RunSpec.init must be a RunSpec or None, got {type(self.init).__name__}')
         if self.reference not in ('start', 'rl_base'):
             raise ValueError(f"RunSpec.reference must be 'start' or 'rl_base', got {self.reference!r}")
         if self.steps < 1:
             raise ValueError(f'RunSpec.steps must be at least 1, got {self.steps}')
-        self.config()  # validates the fields now, not in a worker
-        self.policy_loss()
+        self.config()  # validates the settings now, not in a worker
+        self.loss_options()
         for probe in self.probes:
             if probe != 'covariance' and not re.fullmatch(r'heldout:[1-9]\d*', probe):
                 raise ValueError(f"RunSpec.probes: unknown probe {probe!r}; allowed: 'heldout:N' (N >= 1), 'covariance'")
 
     def config(self):
         """The run's RLConfig (the fields that are GRPO settings)."""
-        return RLConfig.for_substrate(active(), seed=self.seed,
-                                      **{k: v for k, v in self.fields if k not in POLICY_LOSS_FIELDS})
+        known = {field.name for field in dataclasses.fields(RLConfig)} - {'seed'}
+        unknown = sorted(name for name, _ in self.fields if name not in known)
+        if unknown:
+            hint = ' (the covariance-aware loss goes in policy_loss)' if any('cov' in n for n in unknown) else ''
+            raise ValueError(f'RunSpec.fields: {", ".join(unknown)} is not an RLConfig setting{hint}; allowed: '
+                             f'{", ".join(sorted(known))}')
+        return RLConfig.for_substrate(active(), seed=self.seed, **dict(self.fields))
 
-    def policy_loss(self):
-        """train_regularized's policy_loss option from the covariance fields, or None for plain PPO."""
-        chosen = {POLICY_LOSS_FIELDS[k]: v for k, v in self.fields if k in POLICY_LOSS_FIELDS}
-        if not chosen or chosen.get('variant', 'clip') == 'clip':
-            if len(chosen) > (1 if 'variant' in chosen else 0):
-                raise ValueError(f'RunSpec.fields {sorted(chosen)} need loss_variant in {COV_VARIANTS}')
+    def loss_options(self):
+        """train_regularized's policy_loss option (a CovariancePolicyLoss built from it, so a bad value fails here),
+        or None for PPO's clipped surrogate."""
+        if not self.policy_loss:
             return None
-        return chosen
+        options = dict(self.policy_loss)
+        CovariancePolicyLoss(**options)
+        return options
 
     def describe(self):
         """A JSON-able description of everything that determines the run (not its label), the init run's included."""
@@ -80,6 +93,7 @@ class RunSpec:
         del out['name']
         out['init'] = None if self.init is None else self.init.describe()
         out['fields'] = [[name, value] for name, value in self.fields]
+        out['policy_loss'] = [[name, value] for name, value in self.policy_loss]
         return out
 
 
@@ -92,29 +106,32 @@ def _plain_value(value):
     return value is None or type(value) in (bool, int, str)
 
 
-def _field_pairs(fields):
-    """RunSpec.fields as a tuple of (name, value) pairs sorted by name; a clear error for anything else."""
+def _field_pairs(fields, what):
+    """RunSpec.fields or .policy_loss (`what`) as a tuple of (name, value) pairs sorted by name; a clear error for
+    anything else."""
     allowed = 'a dict or a tuple of (name, value) pairs'
     if isinstance(fields, Mapping):
         fields = tuple(fields.items())
     if not isinstance(fields, (tuple, list)):
-        raise TypeError(f'RunSpec.fields must be {allowed}, got {type(fields).__name__} {fields!r}')
+        raise TypeError(f'RunSpec.{what} must be {allowed}, got {type(fields).__name__} {fields!r}')
     for pair in fields:
         if not (isinstance(pair, (tuple, list)) and len(pair) == 2 and isinstance(pair[0], str)):
-            raise TypeError(f'RunSpec.fields must be {allowed} with str names, got the item {pair!r}')
+            raise TypeError(f'RunSpec.{what} must be {allowed} with str names, got the item {pair!r}')
         if not _plain_value(pair[1]):
-            raise TypeError(f'RunSpec.fields: {pair[0]} = {pair[1]!r} is not a plain value; allowed: finite numbers, '
+            raise TypeError(f'RunSpec.{what}: {pair[0]} = {pair[1]!r} is not a plain value; allowed: finite numbers, '
                             'str, bool, None and tuples of them')
     names = [name for name, _ in fields]
     if len(set(names)) != len(names):
-        raise ValueError(f'RunSpec.fields names a field more than once: {names}')
+        raise ValueError(f'RunSpec.{what} names a setting more than once: {names}')
     return tuple(sorted((name, value) for name, value in fields))
 
 
-def arm(name, fields=None, entropy_coef=0.0, kl_in_reward=False, steps=40, seed=0, kl_target=None, probes=()):
-    """A RunSpec from the chapter's ARMS notation: RLConfig fields as a dict, train_regularized options as keywords."""
-    return RunSpec(name, tuple(sorted((fields or {}).items())), entropy_coef, kl_in_reward, steps, seed,
-                   kl_target=kl_target, probes=tuple(probes))
+def arm(name, fields=None, entropy_coef=0.0, kl_in_reward=False, steps=40, seed=0, kl_target=None, probes=(),
+        policy_loss=None):
+    """A RunSpec from the chapter's ARMS notation: RLConfig fields as a dict, train_regularized options as keywords
+    (policy_loss as a dict, e.g. dict(variant='kl_cov', fraction=0.05))."""
+    return RunSpec(name, fields=fields or {}, policy_loss=policy_loss or {}, entropy_coef=entropy_coef,
+                   kl_in_reward=kl_in_reward, steps=steps, seed=seed, kl_target=kl_target, probes=tuple(probes))
 
 
 def chapter_arms(steps=40, seed=0):
@@ -215,7 +232,7 @@ def _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base, watch=()
     probes = [Probe(spec.probes, rl_base, heldout_tasks, tok, cfg.temperature)] if spec.probes else []
     history = train_regularized(model, train_tasks, tok, cfg, spec.steps, entropy_coef=spec.entropy_coef,
                                 kl_in_reward=spec.kl_in_reward, ref_model=reference, kl_target=spec.kl_target,
-                                policy_loss=spec.policy_loss(), plugins=probes + list(watch), label=f'run {spec.name!r}')
+                                policy_loss=spec.loss_options(), plugins=probes + list(watch), label=f'run {spec.name!r}')
     metrics = diversity(model, rl_base, heldout_tasks, tok)
     return dict(history=history, metrics=metrics, vocab_size=len(tok), settings=dataclasses.asdict(cfg),
                 state_dict=model.state_dict())

@@ -32,16 +32,15 @@ def _add(key, premise, check, text, about_substrate=True):
 def _sheds_rare_tokens(runs):
     r = runs['KL k3+ 1.0']
     lost, kl = entropy_start(r) - entropy_end(r), metric(r, 'kl_start')
-    return lost > 2 * kl, f'KL k3+ 1.0 loses {lost:.3f} nats of entropy at a KL from the start of {kl:.3f}'
+    return lost > 2 * kl, f'entropy lost {lost:.3f} nats, KL from the start {kl:.3f}'
 
 
-_add('kl-1.0-holds-entropy', 'the entropy the β = 1.0 run loses is more than twice its KL from the start',
-     _sheds_rare_tokens,
-     'the penalty is a reverse KL, KL(π ‖ π_ref): it charges the policy for probability put where the reference has '
-     'little, and hardly for probability taken away from the reference\'s rare tokens (dropping a token of mass p '
-     'costs about p nats of KL and up to p·log(1/p) of entropy). The reward prunes exactly such rare alternatives, '
-     'the wrong line labels our RL base still offers, so even β = 1.0 lets the entropy fall by more than 15% while '
-     'the policy stays close to its start.')
+_add('kl-1.0-holds-entropy', 'the KL k3+ 1.0 run loses more than twice as many nats of entropy as its KL from the '
+     'start', _sheds_rare_tokens,
+     r'the penalty is the reverse KL, $\mathrm{KL}(\pi\,\|\,\pi_{\text{ref}})$. Dropping a rare token of mass $p$ '
+     r'costs about $p$ nats of it but up to $p\log(1/p)$ of entropy, and the rare tokens our reward prunes are the '
+     r'wrong line labels the RL base still offers; so even at $\beta = 1$ the entropy falls by more than 15% while '
+     'the policy stays near its start.')
 
 
 def _signal_kept(name):
@@ -52,34 +51,32 @@ def _signal_kept(name):
         lost = sum(not step['signal'] for step in h)
         top = max(step['entropy'] for step in h)
         return (lost == 0 and entropy_end(r) < top,
-                f'{name}: entropy {entropy_start(r):.3f} over steps 0-4, up to {top:.3f}, {entropy_end(r):.3f} at the '
-                f'end; up to {max(step["invalid"] for step in h):.2f} invalid calls per episode; {lost} of {len(h)} '
-                'steps without a learning signal')
+                f'entropy {entropy_start(r):.3f}, peak {top:.3f}, end {entropy_end(r):.3f}; invalid calls up to '
+                f'{max(step["invalid"] for step in h):.2f}; {lost} of {len(h)} steps without a signal')
     return check
 
 
-_SIGNAL = ('every step of the run keeps a learning signal (in every batch some group has both successes and '
-           'failures)')
-_REWARD_WINS = ('the bonus spreads some probability onto wrong and malformed calls, but it never outruns the reward: '
-                'since some group of every batch still mixes successes and failures, the policy gradient keeps '
-                'pulling against the bonus and the entropy falls back. The book\'s run passed the point where every '
-                'episode fails, so that every advantage is zero and only the bonus acts; from there its entropy climbs '
-                'to log V.')
+_SIGNAL = ('every step of the run keeps a learning signal (some group of every batch has both a success and a '
+           'failure), and its entropy ends below its peak')
+_REWARD_WINS = ('the bonus moves some probability onto wrong and malformed calls, but the reward keeps pulling back, '
+                'because some group of every batch still mixes successes and failures, and the entropy falls again. '
+                r"The book's run reached the point where every episode fails, every advantage is zero and the bonus "
+                r'acts alone; from there its entropy climbed to $\log V$.')
 _add('bonus-breaks-format', _SIGNAL, _signal_kept('entropy 0.1'), _REWARD_WINS)
 _add('bonus-0.1-breaks-format-in-80', _SIGNAL, _signal_kept('entropy 0.1, 80 steps'), _REWARD_WINS)
 
 
 _add('bonus-0.2-breaks-format', _SIGNAL, _signal_kept('entropy 0.2'),
-     'at 0.2 the leak does start here (the entropy and the invalid calls climb), but within 40 steps no step loses '
-     'its learning signal: some group always mixes successes and failures, so the reward keeps pulling against the bonus and the '
-     'run never reaches the all-fail regime from which the book\'s entropy ran to log V.')
+     'at 0.2 the entropy and the invalid calls do climb here, but within 40 steps no step loses its learning signal, '
+     r'so the reward keeps pulling against the bonus and the run never reaches the all-fail regime from which the '
+     r"book's entropy ran to $\log V$.")
 
 
 def _invalid_calls(runs):
     """({setting: held-out invalid calls per episode} for the bonus 0.03 and temperature 1.3, none's, the evidence)."""
     base = metric(runs['none'], 'invalid')
     values = {name: metric(runs[name], 'invalid') for name in ('entropy 0.03', 'temperature 1.3')}
-    return values, base, ('held-out invalid calls per episode: ' + ', '.join(f'{n} {v:.2f}' for n, v in values.items())
+    return values, base, ('invalid calls ' + ', '.join(f'{n} {v:.2f}' for n, v in values.items())
                           + f', none {base:.2f}')
 
 
@@ -88,13 +85,13 @@ def _few_new_invalid_calls(runs):
     return all(v <= base + 0.1 for v in values.values()), measured
 
 
-_FORCED_WORDS = ('Our RL base keeps every word the grammar forces near-certain (its slips only mislabel lines), so '
-                 'the extra entropy stays on alternatives the base already offered')
+_FORCED_WORDS = ('Our RL base is near-certain of every word the grammar forces (its slips only mislabel lines), so '
+                 'extra entropy lands on alternatives the base already offered')
 _add('bonus-and-temperature-move-away', 'the bonus-0.03 and temperature-1.3 runs make at most 0.1 more invalid '
      'calls per episode than the unregularised run', _few_new_invalid_calls,
-     'in the book both settings move away from the start largely by putting mass on malformed calls (its invalid '
-     f'calls rise from 0.04 per episode to 0.28 and 0.25). {_FORCED_WORDS}, which costs little KL from the start; '
-     'collapsing less than the unregularised run, both settings end nearer the start than it does.')
+     'in the book both settings move away from the start mostly through malformed calls (0.04 invalid calls per '
+     f'episode become 0.28 and 0.25). {_FORCED_WORDS}, which costs little KL from the start; collapsing less than '
+     'the unregularised run, both end nearer the start than it does.')
 
 
 def _few_invalid_calls(runs):
@@ -104,24 +101,25 @@ def _few_invalid_calls(runs):
 
 _add('more-invalid-calls', 'the bonus-0.03 and temperature-1.3 runs each make fewer than 0.15 invalid calls per '
      'episode (the book\'s 0.28 and 0.25)', _few_invalid_calls,
-     f'{_FORCED_WORDS[0].lower()}{_FORCED_WORDS[1:]}: a mild bonus or a temperature of 1.3 spreads probability over plausible wrong labels, not '
-     'over malformed calls, so the count of invalid calls stays near the unregularised run\'s and the seed decides '
-     'which is higher.')
+     f'{_FORCED_WORDS[0].lower()}{_FORCED_WORDS[1:]}: a mild bonus or a temperature of 1.3 spreads probability over '
+     'plausible wrong labels, not malformed calls, so the invalid calls stay near the unregularised run\'s and the '
+     'seed decides which is higher.')
 
 
 def _forward_pull(runs):
     a, b = runs['KL k3 0.3'], runs['KL k3+ 0.3']
     return (entropy_end(a) > entropy_end(b),
-            f'final entropy k3 {entropy_end(a):.3f} vs k3+ {entropy_end(b):.3f}; KL from start '
-            f'{metric(a, "kl_start"):.3f} vs {metric(b, "kl_start"):.3f}')
+            f'final entropy k3 {entropy_end(a):.3f}, k3+ {entropy_end(b):.3f}; KL from the start '
+            f'{metric(a, "kl_start"):.3f}, {metric(b, "kl_start"):.3f}')
 
 
 _add('estimators-agree', 'the plain-k3 run ends with more entropy than the k3+ run', _forward_pull,
-     'the two losses do not have the same gradient. Differentiated through its value, the k3 loss gives '
-     '(1 - π_ref/π)·∇log π per sampled token, whose expectation under π is -E_ref[∇log π], the gradient of the '
-     'forward KL(π_ref ‖ π) (notebook 03); k3+ is built to give the reverse KL\'s. The forward KL pulls probability '
-     'back onto tokens the reference favours and the policy has dropped, so the k3 run keeps more entropy, here by '
-     'more than the 0.05 nats the chapter\'s reading allows.', about_substrate=False)
+     r'the two losses have different gradients. Through its value, the $k_3$ loss gives '
+     r'$(1 - \pi_{\text{ref}}/\pi)\,\nabla\log\pi$ per sampled token, whose mean under $\pi$ is '
+     r'$-\mathbb{E}_{\pi_{\text{ref}}}[\nabla\log\pi]$, the gradient of the forward '
+     r"$\mathrm{KL}(\pi_{\text{ref}}\,\|\,\pi)$ (notebook 03); $k_3^+$ is built to give the reverse KL's. The "
+     'forward KL pulls probability back onto tokens the reference favours and the policy dropped, so the k3 run '
+     'keeps more entropy, here more than the 0.05 nats the chapter\'s reading allows.', about_substrate=False)
 
 
 def _strong_kl_stalls(runs):
@@ -130,15 +128,15 @@ def _strong_kl_stalls(runs):
     reads = runs['KL k3+ 1.0']['history'][-1]['reads']
     others = [v for name, v in pass8.items() if name != 'KL k3+ 1.0']
     return (min(pass8, key=pass8.get) == 'KL k3+ 1.0' and reads < 0.4,
-            f'pass@8 KL k3+ 1.0 {pass8["KL k3+ 1.0"]:.3f} (the other three {min(others):.3f}-{max(others):.3f}), '
-            f'none {metric(runs["none"], "pass8"):.3f}; KL k3+ 1.0 reads {reads:.2f} per episode at the last step')
+            f'pass@8 {pass8["KL k3+ 1.0"]:.3f} (other KL runs {min(others):.3f}-{max(others):.3f}, none '
+            f'{metric(runs["none"], "pass8"):.3f}); reads {reads:.2f} at the last step')
 
 
 _add('kl-raises-pass8', 'KL k3+ 1.0 has the lowest pass@8 of the four KL runs and reads in fewer than 0.4 of its '
      'episodes at the last step', _strong_kl_stalls,
-     'at β = 1.0 the penalty holds our policy so close to the RL base that it hardly learns to read before it edits '
-     '(the book\'s run still reads 0.53 times per episode), and an edit made without a read misses most held-out '
-     'bugs, so coverage falls with pass@1 instead of rising; the other KL runs end near the unregularised pass@8.')
+     r'at $\beta = 1$ the penalty holds our policy so near the RL base that it hardly learns to read before it '
+     'edits (the book\'s run still reads 0.53 times per episode), and an edit without a read misses most held-out '
+     'bugs, so coverage falls with pass@1; the other KL runs end near the unregularised pass@8.')
 
 
 def explain(summary, runs_by_seed):
@@ -167,21 +165,32 @@ def explain(summary, runs_by_seed):
 
 
 def explanation_lines(found):
-    """Markdown bullets for explain()'s dicts: the claim, the numbers on each seed, then the reading or why not."""
+    """Markdown for explain()'s dicts: per claim one paragraph (how many seeds it holds on, then our reading or why we
+    offer none), then what each seed measured, folded away in a <details> block holding a table. Nothing is nested in
+    a list, where Markdown renderers differ on tables."""
     lines = []
     for e in found:
         n = len(e['seeds'])
-        numbers = '; '.join(f'seed {s}: {text}' for s, text in zip(e['seeds'], e['evidence']))
-        lines.append(f'- *{e["text"]}* — true on {e["held_on"]} of {n} seeds ({e["verdict"]}). Measured: {numbers}.')
+        said = f'*{e["text"]}*: true on {e["held_on"]} of {n} seeds ({e["verdict"]}).'
         if e['premise'] is None:
-            lines.append('  - We have no explanation to offer for this one.')
+            lines += [f'{said} We have no reading to offer for this one.', '']
+            lines += _numbers(e, [('the claim', e['evidence'])])
             continue
-        premise = '; '.join(f'seed {s}: {text}' for s, text in zip(e['seeds'], e['premise_evidence']))
         on = f'{sum(e["premise_held"])} of {n} seeds'
         if e['explanation']:
-            lines.append(f'  - Our reading: {e["explanation"]} It rests on this: {e["premise"]}, true on {on} '
-                         f'({premise}).')
+            lines.append(f'{said} **Our reading:** {e["explanation"]} It rests on this, true on {on}: {e["premise"]}.')
         else:
-            lines.append(f'  - The reading we would offer rests on this: {e["premise"]}; it is true on only {on} '
-                         f'({premise}), so we do not offer it.')
+            lines.append(f'{said} The reading we would offer rests on this: {e["premise"]}. It is true on only {on}, '
+                         'so we do not offer it.')
+        lines.append('')
+        premise = [f'{"yes" if held else "no"}: {text}' for held, text in zip(e['premise_held'], e['premise_evidence'])]
+        lines += _numbers(e, [('the claim', e['evidence']), ('what the reading rests on', premise)])
     return lines
+
+
+def _numbers(e, columns):
+    """The per-seed numbers of one claim, as a <details> block holding a Markdown table."""
+    head = ' | '.join(name for name, _ in columns)
+    rows = [f'| {seed} | ' + ' | '.join(values[i] for _, values in columns) + ' |' for i, seed in enumerate(e['seeds'])]
+    return ['<details><summary>what each seed measured</summary>', '', f'| seed | {head} |',
+            '|' + '---|' * (len(columns) + 1), *rows, '', '</details>', '']

@@ -26,7 +26,7 @@ def plugins_of(spec):
     """The plug-ins the engine runs for a RunSpec, as experiments trains it: the chapter's regularisers, the KL term
     train_rl adds by itself when no plug-in is the run's KL, and the spec's measurement probes."""
     cfg = spec.config()
-    chosen = chapter_plugins(cfg, spec.entropy_coef, spec.kl_in_reward, None, spec.kl_target, spec.policy_loss())
+    chosen = chapter_plugins(cfg, spec.entropy_coef, spec.kl_in_reward, None, spec.kl_target, spec.loss_options())
     probes = [experiments.Probe(spec.probes, None, None, None, cfg.temperature)] if spec.probes else []
     return engine_plugins(cfg, chosen + probes)  # the engine's own rule, so the display cannot drift from it
 
@@ -51,8 +51,7 @@ def plugin_lines(specs, width=110):
     lines = []
     label_width = max(len(spec.name) for spec in specs) + 2
     for spec in specs:
-        changed = {name: value for name, value in spec.fields
-                   if name not in ('kl_coef', 'kl_kind') and name not in experiments.POLICY_LOSS_FIELDS}
+        changed = {name: value for name, value in spec.fields if name not in ('kl_coef', 'kl_kind')}
         entries = [f'{type(p).__name__} ({_settings(p)}) -> hooks: {", ".join(hooks_of(p))}'
                    if _settings(p) else f'{type(p).__name__} -> hooks: {", ".join(hooks_of(p))}'
                    for p in plugins_of(spec)]
