@@ -215,6 +215,13 @@ def test_plain_train_rl_refuses_chapter_10_kinds_and_points_to_train_regularized
         arl.train_rl(None, [], None, arl.RLConfig(kl_coef=0.1, kl_kind='k3+'), steps=1)
 
 
+@pytest.mark.parametrize('shape', [(0, 5), (0, 0)])  # (0, 0): what collate makes of no trajectories
+def test_an_empty_batch_reads_no_widths(shape):
+    from agentrl.substrate.grpo import read_widths
+    widths = read_widths(torch.zeros(shape))
+    assert widths.shape == (0,) and widths.dtype == torch.long
+
+
 class FullWidth(WrappedModel):
     """Computes every position of every row, whatever the update says it reads."""
 

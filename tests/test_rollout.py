@@ -194,3 +194,51 @@ def test_chunked_reading_draws_what_one_token_per_call_draws(base, model_kind, c
     assert torch.equal(chunked_gen.get_state(), reference_gen.get_state())
     assert sum(t.n_policy_tokens for t in chunked) > len(tasks)  # the episodes really sampled
     assert (context < 256) == any(t.info['truncated'] for t in chunked)
+
+
+@pytest.mark.parametrize('answer, truncated', [([3, 4, 5, 6], False), ([3, 4, 5, 6, 7], True)])
+def test_a_last_answer_that_exactly_fills_the_context_ends_the_episode_untruncated(answer, truncated):
+    from types import SimpleNamespace
+
+    from agentrl.substrate.rollout import _Batch
+    env = SimpleNamespace(done=False, info=dict(truncated=False))
+    model = SimpleNamespace(cfg=SimpleNamespace(context=6), new_cache=lambda n: None)
+    batch = _Batch(model, [env], None, [[1, 2]])
+    env.done = True  # the call just written ended the episode; its answer is forced
+    batch.force(0, answer)
+    assert batch.seqs[0] == [1, 2, 3, 4, 5, 6] and env.info['truncated'] is truncated and not batch.playing
+
+
+def test_a_one_layer_model_draws_what_one_token_per_call_draws():
+    # one block, so one cache tensor: nothing may read a second block's cache
+    tok, cfg = tokenizer(), arl.RLConfig()
+    torch.manual_seed(2)
+    model = arl.TinyAgent(arl.ModelConfig(vocab_size=len(tok.words), n_layer=1)).eval()
+    tasks = [task for task in arl.make_tasks('train')[:2] for _ in range(4)]
+    chunked_gen, reference_gen = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    chunked = arl.run_episodes(model, [arl.make_env(cfg) for _ in tasks], tasks, tok, 1.0, chunked_gen)
+    reference = one_token_per_call(model, [arl.make_env(cfg) for _ in tasks], tasks, tok, 1.0, reference_gen)
+    assert [(t.ids, t.policy, t.reward, t.info['truncated']) for t in chunked] == reference
+
+
+@pytest.mark.parametrize('playing, rows_after', [
+    ({0, 1, 2, 4, 5, 7}, 6),  # a quarter of the 8 rows finished: only the playing rows are kept
+    ({0, 1, 2, 3, 4, 5, 7}, 8)])  # fewer finished: the cache is left as it is
+def test_the_cache_keeps_only_the_playing_rows_once_a_quarter_of_its_rows_finished(playing, rows_after):
+    from types import SimpleNamespace
+
+    from agentrl.substrate.rollout import _Batch
+    rows, heads, context = 8, 3, 6  # heads != rows, and one block: the rows are counted on the cache's axis 1
+    cache = torch.arange(2 * rows * heads * context * 2, dtype=torch.float).reshape(2, rows, heads, context, 2)
+    model = SimpleNamespace(cfg=SimpleNamespace(context=context), new_cache=lambda n: [cache.clone()])
+    envs = [SimpleNamespace(done=False, info=dict(truncated=False)) for _ in range(rows)]
+    batch = _Batch(model, envs, None, [[1, 2]] * rows)
+    batch.playing, batch.fed = set(playing), [3, 2, 4, 1, 2, 3, 1, 2]
+    batch.compact()
+    [kept] = batch.cache
+    assert kept.shape == (2, rows_after) + cache.shape[2:]
+    longest = max(batch.fed[b] for b in playing)
+    for b in playing:  # each playing episode's row holds what it held, at every position it has read
+        assert torch.equal(kept[:, batch.slot[b], :, :longest], cache[:, b, :, :longest])
+    slots = list(range(rows_after)) if rows_after < rows else sorted(playing)  # renumbered only when compacted
+    assert [batch.slot[b] for b in sorted(playing)] == slots

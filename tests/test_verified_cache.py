@@ -297,3 +297,44 @@ def test_an_unreadable_or_foreign_file_is_reported_and_not_trusted(tmp_path):
     torch.save(dict(key='old format', state_dict={}), path)
     with pytest.warns(UserWarning, match='none is stored'):
         assert load_verified(path, {}) is None
+
+
+@pytest.mark.parametrize('count, said', [
+    (0, '0 bytes'), (999, '999 bytes'), (1000, '1.0 kB'), (999_949, '999.9 kB'), (10 ** 6, '1.0 MB'),
+    (1_500_000, '1.5 MB'), (10 ** 9, '1.0 GB'), (2_500_000_000, '2.5 GB'), (10 ** 12, '1.0 TB'),
+    (5 * 10 ** 15, '5000.0 TB')])  # beyond the last unit the count keeps growing
+def test_byte_counts_are_said_in_the_largest_unit_below_a_thousand(count, said):
+    from agentrl.verified_cache import _amount
+    assert _amount(count) == said
+
+
+def unknown_free_space(folder):
+    raise FileNotFoundError(errno.ENOENT, 'No such file or directory', str(folder))
+
+
+@pytest.mark.parametrize('free, payload, room', [
+    (unknown_free_space, BIG, ' (400.0 kB of tensors to write)'),
+    (free_space(2048), dict(step=3, names=['a']), ' (2.0 kB free)'),  # no tensors: no size to give
+    (unknown_free_space, dict(step=3, names=['a']), '')])  # nothing known to give
+def test_a_full_disk_names_only_the_amounts_it_knows(tmp_path, monkeypatch, free, payload, room):
+    path = tmp_path / 'run-abc.pt'
+    monkeypatch.setattr(torch, 'save', failing_save(OSError(errno.ENOSPC, 'No space left on device')))
+    monkeypatch.setattr(shutil, 'disk_usage', free)
+    with pytest.raises(OSError) as raised:
+        save_verified(path, payload, dict(version=1))
+    assert str(raised.value) == (f'[Errno 28] no space left on the device holding {tmp_path}{room}: could not write '
+                                 'run-abc.pt (the previous file, if any, is kept)')
+
+
+def test_a_zip_writer_failure_counts_as_a_full_disk_only_when_the_free_space_is_known_to_fall_short(tmp_path,
+                                                                                                   monkeypatch):
+    from agentrl.verified_cache import NEAR_ZERO, _disk_full_error, _tensor_bytes
+    path, error = tmp_path / 'run-abc.pt', zip_writer_failed()
+    size = _tensor_bytes(BIG)
+    assert size == 400_000
+    monkeypatch.setattr(shutil, 'disk_usage', free_space(size + NEAR_ZERO - 1))
+    assert _disk_full_error(path, error, size).errno == errno.ENOSPC
+    monkeypatch.setattr(shutil, 'disk_usage', free_space(size + NEAR_ZERO))  # room enough: another failure
+    assert _disk_full_error(path, error, size) is None
+    monkeypatch.setattr(shutil, 'disk_usage', unknown_free_space)  # nothing says the disk is full
+    assert _disk_full_error(path, error, size) is None
