@@ -271,7 +271,9 @@ def readme_lines(rows, justifications, runs, hand=None):
     if hand:
         text += (f' Of the {len(hand["mutants"])} hand-written mutants (`reports/hand-mutants.toml`: a KL taken the '
                  f'wrong way round, a temperature or a generator forgotten, a sandbox limit loosened), '
-                 f'{hand_detected(hand)} are detected ({hand["seconds"] / 60:.0f} min, {hand["jobs"]} at a time).')
+                 f'{hand_detected(hand)} are detected ({hand["seconds"] / 60:.0f} min, {hand["jobs"]} at a time'
+                 + (f'; last run at `{hand["commit"]}`' if hand.get('commit') and hand['commit'] not in commits
+                    else '') + ').')
     return [text]
 
 
