@@ -23,7 +23,8 @@ from agentrl.core.metrics import pass_at_k  # noqa: E402
 from agentrl.substrate.gym import Env, Task, make_env, make_tasks  # noqa: E402
 from agentrl.substrate.tokenizer import Tokenizer, build_tokenizer  # noqa: E402
 from agentrl.substrate.model import ModelConfig, TinyAgent, count_parameters  # noqa: E402
-from agentrl.substrate.sft import Habits, SFTConfig, make_rl_base  # noqa: E402
+from agentrl.substrate.config import Habits, SFTConfig  # noqa: E402
+from agentrl.substrate.sft import make_rl_base  # noqa: E402
 from agentrl.substrate.rollout import (Trajectory, behavior_stats, collate, run_episodes, sample_groups,  # noqa: E402
                                        sample_step)
 from agentrl.substrate.grpo import (NonFiniteLossError, Plugin, ReferenceKL, RLConfig, compute_advantages,  # noqa: E402

@@ -77,7 +77,7 @@ def claims_section(section, recorded):
                    'twice the steps (notebook 09):**\n')
         out.extend(f'- {v["text"]} — {seed_phrase(v)}' for v in scaled)
         holding = sum(v['verdict'] == HOLDS for v in scaled)
-        counts += f'; at twice the scale {holding} of {len(scaled)} re-checks hold'
+        counts += f'; at twice the scale {holding} of {len(scaled)} re-checks {"holds" if holding == 1 else "hold"}'
     readings = recorded.get(chapter.SEED_NOTEBOOK, chapter.EXPLANATIONS_KEY, []) if at_10_7 else []
     if readings:
         out.append('\n**Where a claim does not hold across the seeds: what each seed measured, and our reading '

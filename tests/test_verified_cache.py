@@ -157,8 +157,8 @@ def test_the_policy_loss_is_kept_apart_from_the_rl_settings(fake_runs):
     (dict(policy_loss=(('variant', 'clip_cov'), ('bounds', [1.0, 5.0]))), TypeError,
      r'policy_loss: bounds .* not a plain value.*tuples'),
     (dict(policy_loss=dict(variant='kl_cov', cov_fraction=0.1)), ValueError,
-     'policy_loss: unknown setting cov_fraction; allowed: variant, fraction, bounds, kl_coef'),
-    (dict(policy_loss=dict(fraction=0.1)), ValueError, "policy_loss needs a variant, one of clip_cov, kl_cov"),
+     r'policy_loss\n.*unknown setting cov_fraction; allowed: variant, fraction, bounds, kl_coef'),
+    (dict(policy_loss=dict(fraction=0.1)), ValueError, r"policy_loss\n.*needs a variant, one of clip_cov, kl_cov"),
     (dict(policy_loss=dict(variant='clip')), ValueError, "variant must be one of 'clip_cov', 'kl_cov'"),
     (dict(policy_loss=dict(variant='kl_cov', fraction=2.0)), ValueError, 'cov_fraction must be a number in'),
     (dict(fields=dict(cov_fraction=0.1)), ValueError,
@@ -167,7 +167,15 @@ def test_the_policy_loss_is_kept_apart_from_the_rl_settings(fake_runs):
     (dict(fields=(('lr', torch.tensor(1e-3)),)), TypeError, 'lr .* not a plain value'),
     (dict(fields=(('lr', float('nan')),)), TypeError, 'finite numbers'),
     (dict(fields=(('lr', 1e-3), ('lr', 2e-3))), ValueError, 'more than once'),
-    (dict(init='baseline'), TypeError, 'init must be a RunSpec or None, got str')])
+    (dict(init='baseline'), ValueError, r'init\n.*instance of RunSpec'),
+    (dict(reference='yesterday'), ValueError, r"reference\n.*'start' or 'rl_base'"),
+    (dict(steps=0), ValueError, r'steps\n.*greater than or equal to 1'),
+    (dict(entropy_coef=-0.1), ValueError, r'entropy_coef\n.*greater than or equal to 0'),
+    (dict(kl_target=0.0), ValueError, r'kl_target\n.*greater than 0'),
+    (dict(seed=-1), ValueError, r'seed\n.*a torch.Generator seed'),
+    (dict(probes=('heldout:0',)), ValueError, r"probes.0\n.*'heldout:N' \(N >= 1\) or 'covariance'"),
+    (dict(probes=('covariance ',)), ValueError, r"probes.0\n"),
+    (dict(kl_in_reward=1), ValueError, r'kl_in_reward\n.*valid boolean')])
 def test_bad_run_specs_are_rejected_clearly(kwargs, error, match):
     with pytest.raises(error, match=match):
         experiments.RunSpec('x', **kwargs)

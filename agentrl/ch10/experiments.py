@@ -4,13 +4,15 @@ import dataclasses
 import hashlib
 import json
 import math
-import re
 import time
 from collections.abc import Mapping
 from contextlib import closing
 from functools import lru_cache
+from typing import Annotated, Literal, Optional
 
+import pydantic
 import torch
+from pydantic import AfterValidator, BeforeValidator, Field
 
 from agentrl import executors
 from agentrl.ch10.evaluation import diversity
@@ -20,8 +22,8 @@ from agentrl.core.logprobs import masked_mean, selected_log_probs
 from agentrl.cpu import fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import runs_dir
-from agentrl.substrate.config import SubstrateConfig, active, use
-from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig
+from agentrl.substrate.config import CHECKED, NonNegative, Positive, SubstrateConfig, active, all_errors_say, use
+from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig, Seed
 from agentrl.substrate.gym import make_tasks
 from agentrl.substrate.sft import make_rl_base
 from agentrl.substrate.tokenizer import build_tokenizer
@@ -31,42 +33,50 @@ RUN_FORMAT = 4  # bump when the content of a saved run changes
 POLICY_LOSS_OPTIONS = ('variant', 'fraction', 'bounds', 'kl_coef')  # CovariancePolicyLoss's settings
 
 
-@dataclasses.dataclass(frozen=True)
+def _setting_pairs(what):
+    """A before-validator: RunSpec.fields or .policy_loss (`what`) as sorted (name, value) pairs (_field_pairs)."""
+    return BeforeValidator(lambda value: _field_pairs(value, what))
+
+
+def _known_policy_loss_options(pairs):
+    unknown = sorted(name for name, _ in pairs if name not in POLICY_LOSS_OPTIONS)
+    if unknown:
+        raise ValueError(f'unknown setting {", ".join(unknown)}; allowed: {", ".join(POLICY_LOSS_OPTIONS)}')
+    if pairs and 'variant' not in dict(pairs):
+        raise ValueError(f'needs a variant, one of {", ".join(COV_VARIANTS)}')
+    return pairs
+
+
+Probe = Annotated[str, Field(pattern=r'^(covariance|heldout:[1-9][0-9]*)$'),
+                  all_errors_say("'heldout:N' (N >= 1) or 'covariance'")]
+
+
+# A pydantic dataclass like RLConfig: types, ranges and the allowed words are in the annotations; what needs two
+# fields at once (the settings build a valid RLConfig and a valid CovariancePolicyLoss) is checked after them.
+@pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class RunSpec:
     """One training run of train_regularized followed by the held-out diversity evaluation."""
     name: str  # the setting's label, e.g. 'KL k3+ 0.3'
-    fields: tuple = ()  # RLConfig fields other than seed, as (name, value) pairs or a dict (stored as sorted pairs)
-    policy_loss: tuple = ()  # the covariance-aware policy loss (CovariancePolicyLoss's variant, fraction, bounds,
-    #                          kl_coef) as pairs or a dict, like fields; empty: PPO's clipped surrogate
-    entropy_coef: float = 0.0  # train_regularized's entropy-bonus coefficient
+    fields: Annotated[tuple, _setting_pairs('fields')] = ()  # RLConfig fields other than seed, as (name, value)
+    #   pairs or a dict (stored as sorted pairs)
+    policy_loss: Annotated[tuple, _setting_pairs('policy_loss'), AfterValidator(_known_policy_loss_options)] = ()
+    #   the covariance-aware policy loss (CovariancePolicyLoss's variant, fraction, bounds, kl_coef) as pairs or a
+    #   dict, like fields; empty: PPO's clipped surrogate
+    entropy_coef: NonNegative = 0.0  # train_regularized's entropy-bonus coefficient
     kl_in_reward: bool = False  # train_regularized's KL-in-reward placement
-    steps: int = 40  # GRPO steps
-    seed: int = 0  # RLConfig.seed: the training random streams
-    init: 'RunSpec | None' = None  # start from this run's final weights (None: the RL base)
-    reference: str = 'start'  # KL reference: 'start' (a frozen copy of the starting weights) or 'rl_base'
-    kl_target: float = None  # adaptive KL coefficient steered towards this per-token KL (None: fixed kl_coef)
-    probes: tuple = ()  # measurements during training: 'heldout:N' (held-out eval every N steps), 'covariance'
+    steps: Annotated[int, Field(ge=1)] = 40  # GRPO steps
+    seed: Seed = 0  # RLConfig.seed: the training random streams
+    init: Optional['RunSpec'] = None  # start from this run's final weights (None: the RL base)
+    reference: Literal['start', 'rl_base'] = 'start'  # KL reference: 'start' (a frozen copy of the starting
+    #   weights) or 'rl_base'
+    kl_target: Optional[Positive] = None  # adaptive KL coefficient steered towards this per-token KL (None: fixed
+    #   kl_coef)
+    probes: tuple[Probe, ...] = ()  # measurements during training: 'heldout:N' (held-out eval every N steps),
+    #   'covariance'
 
     def __post_init__(self):
-        object.__setattr__(self, 'fields', _field_pairs(self.fields, 'fields'))
-        object.__setattr__(self, 'policy_loss', _field_pairs(self.policy_loss, 'policy_loss'))
-        unknown = sorted(name for name, _ in self.policy_loss if name not in POLICY_LOSS_OPTIONS)
-        if unknown:
-            raise ValueError(f'RunSpec.policy_loss: unknown setting {", ".join(unknown)}; allowed: '
-                             f'{", ".join(POLICY_LOSS_OPTIONS)}')
-        if self.policy_loss and 'variant' not in dict(self.policy_loss):
-            raise ValueError(f'RunSpec.policy_loss needs a variant, one of {", ".join(COV_VARIANTS)}')
-        if self.init is not None and not isinstance(self.init, RunSpec):
-            raise TypeError(f'RunSpec.init must be a RunSpec or None, got {type(self.init).__name__}')
-        if self.reference not in ('start', 'rl_base'):
-            raise ValueError(f"RunSpec.reference must be 'start' or 'rl_base', got {self.reference!r}")
-        if self.steps < 1:
-            raise ValueError(f'RunSpec.steps must be at least 1, got {self.steps}')
         self.config()  # validates the settings now, not in a worker
         self.loss_options()
-        for probe in self.probes:
-            if probe != 'covariance' and not re.fullmatch(r'heldout:[1-9]\d*', probe):
-                raise ValueError(f"RunSpec.probes: unknown probe {probe!r}; allowed: 'heldout:N' (N >= 1), 'covariance'")
 
     def config(self):
         """The run's RLConfig (the fields that are GRPO settings)."""

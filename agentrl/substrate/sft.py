@@ -20,7 +20,7 @@ import torch
 from agentrl.cpu import fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import cache_dir
-from agentrl.substrate.config import CAREFUL, Habits, SFTConfig, active  # noqa: F401 (Habits: public API)
+from agentrl.substrate.config import CAREFUL, active
 from agentrl.substrate.gym import END, MAX_LINES, Env, draw_offset, make_tasks
 from agentrl.substrate.model import ModelConfig, TinyAgent
 from agentrl.progress import progress

@@ -127,9 +127,9 @@ def readme(study, search, recs, decision):
             'by the default rule below it is a named candidate, not `config.DEFAULT`')
         out += [f'The frozen configuration ({role}), trial {frozen["number"]}:', '', '```python',
                 expression(config), '```', '',
-                f'On the search seeds (what `make calibrate` prints for it):', '',
+                'On the search seeds (what `make calibrate` prints for it):', '',
                 rows_table(frozen['rows'], frozen['seeds'], (frozen['protocol'] or {}).get('batch_seeds')), '',
-                f'On the confirmation seeds:', '',
+                'On the confirmation seeds:', '',
                 rows_table(frozen['confirmation']['rows'], frozen['confirmation']['seeds'],
                            frozen['confirmation']['batch_seeds']), '']
     out += ['## Best rows held over time', '',
@@ -166,9 +166,9 @@ def readme(study, search, recs, decision):
             '## The protocol (fixed before the search started)', '',
             f'- A trial builds the candidate\'s RL base, then measures GRPO seeds {seeds(protocol.get("seeds"))} '
             f'({protocol.get("short_steps")} and {protocol.get("long_steps")} steps, {protocol.get("attempts")} '
-            f'held-out attempts per task) and the single-batch pushes of section 10.6 on batch seeds '
+            'held-out attempts per task) and the single-batch pushes of section 10.6 on batch seeds '
             f'{seeds(protocol.get("batch_seeds"))}. A row is judged on the mean over the seeds.',
-            f'- Band distance: per row 0 inside the band, else the distance to the nearest edge divided by the band\'s '
+            '- Band distance: per row 0 inside the band, else the distance to the nearest edge divided by the band\'s '
             'width; summed over the rows. The objective is rows held + 1 / (1 + band distance): rows held first, band '
             'distance second.',
             f'- Pruning: a trial whose first seed alone holds fewer than {PRUNE_BELOW} of the {ALL_ROWS} rows is '
