@@ -78,3 +78,15 @@ def test_closing_summarises_and_links_both_neighbours(name):
     previous, following = NEIGHBOURS[name]
     assert f']({previous})' in closing.source and f']({following})' in closing.source, \
         f'{name}: the closing cell does not link {previous} and {following}'
+
+
+@pytest.mark.parametrize('name', STEMS)
+def test_no_sentence_is_said_twice_in_one_cell(name):
+    """A sentence pasted twice into one written Markdown cell reads as a slip. (Generated readings may repeat a
+    reading for related claims on purpose, so outputs are not checked.)"""
+    texts = [(index, 'markdown', cell.source) for index, cell in enumerate(notebook(name).cells)
+             if cell.cell_type == 'markdown']
+    for index, kind, text in texts:
+        sentences = [' '.join(s.split()) for s in re.split(r'(?<=[.!?])\s+', text) if len(s.split()) >= 8]
+        repeated = {s for s in sentences if sentences.count(s) > 1}
+        assert not repeated, f'{name} cell {index} ({kind}) repeats: {sorted(repeated)[0][:120]}'
