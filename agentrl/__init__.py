@@ -1,7 +1,8 @@
 """agentrl: the runnable companion to chapter 10 (KL, entropy and regularisation).
 
 Layers, each importing only from the ones above it:
-  core/         math on tensors: log-probs, entropy, KL estimators, exact enumerations, pass@k
+  core/         math on tensors: log-probs, entropy, KL estimators, exact enumerations, pass@k, and the options the RL
+                frameworks ship (off-policy KL weights, loss aggregation, sequence ratios, sampler weights, entropy control)
   substrate/    chapters 1-9's TinyAgent: task families, gym, tokenizer, model, RL base, sampling, the GRPO engine
   ch10/         chapter 10: regulariser plug-ins for the engine, held-out evaluation, runs, claims
   calibration/  the rows the substrate was fitted to, their measurement, the freeze rule, the frozen substrates
@@ -18,7 +19,13 @@ pin_cpu_kernels()  # before torch is imported anywhere in the package: one instr
 
 from agentrl.core.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs  # noqa: E402
 from agentrl.core.kl import KL_ESTIMATE_KINDS, KL_KINDS, check_kl_kind, kl_estimate, kl_penalty  # noqa: E402
-from agentrl.core.exact import estimator_moments, expected_loss_grad, kl_grads  # noqa: E402
+from agentrl.core.exact import (TWO_TOKEN_KL_LOSSES, estimator_moments, expected_loss_grad,  # noqa: E402
+                                expected_off_policy_kl, kl_grads, two_token_kl_grads, two_token_log_probs)
+from agentrl.core.off_policy import (KL_WEIGHTINGS, SAMPLER_MODES, cispo_surrogate, clipped_objective,  # noqa: E402
+                                     gspo_surrogate, ratio_weighted_kl, sampler_weights, sequence_log_ratio,
+                                     sequence_sum)
+from agentrl.core.aggregation import AGGREGATIONS, aggregate, relative_scale, sequence_scale, token_weights  # noqa: E402
+from agentrl.core.entropy_control import adapt_entropy_coef, top_entropy_mask  # noqa: E402
 from agentrl.core.metrics import pass_at_k  # noqa: E402
 from agentrl.substrate.gym import Env, Task, make_env, make_tasks  # noqa: E402
 from agentrl.substrate.tokenizer import Tokenizer, build_tokenizer  # noqa: E402

@@ -21,14 +21,15 @@ PYRAMID_END = '<!-- pyramid: end -->'
 
 # (layer, what it covers, its test files): each file is counted in the layer of the code it mostly tests.
 LAYERS = (
-    ('math core', '`agentrl/core`', ('test_math_core.py', 'test_math_properties.py')),
+    ('math core', '`agentrl/core`', ('test_math_core.py', 'test_math_properties.py', 'test_off_policy.py')),
     ('substrate', '`agentrl/substrate`: tokenizer, gym, sandbox, model, sampling, GRPO, RL base',
      ('test_tokenizer.py', 'test_gym.py', 'test_extra_families.py', 'test_sandbox.py', 'test_model.py',
       'test_rollout.py', 'test_grpo.py', 'test_no_signal.py', 'test_bad_inputs.py', 'test_rl_base_cache.py',
       'test_substrate_config.py', 'test_substrate_end_to_end.py', 'test_mutation_kills.py')),
-    ('chapter 10', '`agentrl/ch10`: plug-ins, runs, claims, the entropy law, claims across substrates',
+    ('chapter 10', '`agentrl/ch10`: plug-ins, runs, claims, the entropy law, claims across substrates, the '
+                   'frameworks\' options',
      ('test_mechanisms.py', 'test_covariance_regularisers.py', 'test_runs.py', 'test_live.py', 'test_claims.py',
-      'test_entropy_law.py', 'test_substrate_sweep.py')),
+      'test_entropy_law.py', 'test_substrate_sweep.py', 'test_framework_options.py', 'test_framework_map.py')),
     ('notebooks and documents', 'the notebooks, README, REPRODUCTION.md, the site',
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
       'test_site.py', 'test_pyramid.py')),

@@ -115,13 +115,14 @@ def build_report(folder=None, snapshot=None):
         claim_lines, counts = claims_section(section, recorded)
         body.extend(claim_lines)
         summary.append(f'| {section.number} | {section.title} | {"; ".join(parts)} | {counts} |')
-    body.append('## Beyond the chapter\n\nNot in the book, so nothing to match: the tables notebooks 09 and 10 record, '
-                'as printed. Notebook 09\'s seed table and its per-seed claim checks are also set beside the book\'s '
+    body.append('## Beyond the chapter\n\nNot in the book, so nothing to match: the tables the notebooks beyond the '
+                'book record, as printed. Notebook 09\'s seed table and its per-seed claim checks are also set beside the book\'s '
                 'table and our seed-0 run in 10.7 above.\n')
     for notebook, title, keys in chapter.BEYOND:
         body.append(f'### {title}\n\nNotebook: `notebooks/{notebook}.ipynb`.\n')
-        printed = [line.rstrip() for key in keys for line in recorded.get(notebook, key, [])]
-        body.append('```text\n' + '\n'.join(printed) + '\n```\n' if printed else '*Not executed yet.*\n')
+        blocks = ['\n'.join(line.rstrip() for line in recorded.get(notebook, key, [])) for key in keys]
+        printed = '\n\n'.join(block for block in blocks if block)  # a blank line between two printed blocks
+        body.append('```text\n' + printed + '\n```\n' if printed else '*Not executed yet.*\n')
         table = recorded.get(notebook, chapter.CLAIM_TABLE_KEY, []) if notebook == chapter.ACROSS_NOTEBOOK else []
         if table:
             facts = {f['name']: f for f in recorded.get(notebook, chapter.SUBSTRATE_FACTS_KEY, [])}
