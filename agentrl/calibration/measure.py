@@ -13,6 +13,7 @@ import functools
 import torch
 
 from agentrl import executors
+from agentrl.calibration.rows import ROWS, band_distance, judge, rows_held  # noqa: F401 (the search reads them here)
 from agentrl.ch10.evaluation import diversity
 from agentrl.core.logprobs import entropy_from_logits, masked_mean, selected_log_probs
 from agentrl.cpu import fixed_threads
