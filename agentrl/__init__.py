@@ -35,9 +35,13 @@ from agentrl.substrate.sft import make_rl_base  # noqa: E402
 from agentrl.substrate.rollout import (Trajectory, behavior_stats, collate, run_episodes, sample_groups,  # noqa: E402
                                        sample_step)
 from agentrl.substrate.grpo import (NonFiniteLossError, Plugin, ReferenceKL, RLConfig, compute_advantages,  # noqa: E402
-                                    heldout_pass_at_1, policy_loss, rl_update, skipped_update, train_rl)
+                                    heldout_pass_at_1, policy_loss, rl_update, sampler_config, skipped_update,
+                                    token_reduce, train_rl)
 from agentrl.ch10.regularizers import (AdaptiveKL, CovariancePolicyLoss, EntropyBonus, KLInReward,  # noqa: E402
                                        adapt_kl_coef, centered_cross_product, chapter_plugins, clip_cov_selection,
                                        entropy_bonus, is_finite_number, kl_cov_selection, regularized_update, sequence_kl,
                                        train_regularized)
+from agentrl.ch10.framework_plugins import (FRAMEWORK_OPTIONS, CappedWeightLoss, EntropyTarget,  # noqa: E402
+                                            SamplerCorrection, SequenceRatioLoss, TopEntropyUpdate, check_options,
+                                            framework_plugins)
 from agentrl.ch10.evaluation import diversity  # noqa: E402

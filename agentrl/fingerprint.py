@@ -12,10 +12,11 @@ from functools import lru_cache
 from agentrl.paths import PACKAGE
 
 # Modules whose code decides an RL base's weights or a run's numbers (relative to agentrl/).
-TRAINING_MODULES = ('core/logprobs.py', 'core/kl.py', 'core/metrics.py',
+TRAINING_MODULES = ('core/logprobs.py', 'core/kl.py', 'core/metrics.py', 'core/off_policy.py', 'core/aggregation.py',
+                    'core/entropy_control.py',
                     'substrate/config.py', 'substrate/task_families.py', 'substrate/sandbox.py', 'substrate/gym.py', 'substrate/tokenizer.py', 'substrate/model.py',
                     'substrate/sft.py', 'substrate/rollout.py', 'substrate/grpo.py',
-                    'ch10/regularizers.py', 'ch10/evaluation.py', 'ch10/experiments.py')
+                    'ch10/regularizers.py', 'ch10/framework_plugins.py', 'ch10/evaluation.py', 'ch10/experiments.py')
 
 
 def _without_docstrings(tree):

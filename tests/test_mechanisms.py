@@ -293,8 +293,8 @@ def test_regularized_update_is_rl_update_with_the_entropy_bonus_and_the_estimate
 
 # --------------------------------------------------------------------------- plug-ins and the training streams
 
-HOOKS = ('begin', 'shape_rewards', 'before_update', 'prepare', 'reshape_surrogate', 'extend_loss', 'after_update',
-         'end_step')
+HOOKS = ('begin', 'shape_rewards', 'before_update', 'prepare', 'begin_minibatch', 'reshape_surrogate', 'extend_loss',
+         'after_update', 'end_step')
 
 
 class StreamGuard(arl.Plugin):
@@ -326,6 +326,9 @@ class StreamGuard(arl.Plugin):
 
     def prepare(self, *args):
         return self._guarded('prepare', *args)
+
+    def begin_minibatch(self, *args):
+        return self._guarded('begin_minibatch', *args)
 
     def reshape_surrogate(self, *args):
         return self._guarded('reshape_surrogate', *args)

@@ -16,9 +16,11 @@ from pydantic import AfterValidator, BeforeValidator, Field
 
 from agentrl import executors
 from agentrl.ch10.evaluation import diversity
+from agentrl.ch10.framework_plugins import check_options, framework_plugins
 from agentrl.ch10.regularizers import (COV_VARIANTS, CovariancePolicyLoss, centered_cross_product, entropy_bonus,
                                        train_regularized)
 from agentrl.core.logprobs import masked_mean, selected_log_probs
+from agentrl.core.off_policy import KL_WEIGHTINGS
 from agentrl.cpu import fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import runs_dir
@@ -73,10 +75,20 @@ class RunSpec:
     #   kl_coef)
     probes: tuple[Probe, ...] = ()  # measurements during training: 'heldout:N' (held-out eval every N steps),
     #   'covariance'
+    kl_weighting: Literal[KL_WEIGHTINGS] = 'none'  # the KL term's weight pi / pi_old ('ratio', 'ratio-detached')
+    #   for tokens drawn before the update moved pi; 'none': the chapter's estimator as it is
+    options: Annotated[tuple, _setting_pairs('options')] = ()  # what the frameworks ship, as plug-ins
+    #   (agentrl.ch10.framework_plugins.FRAMEWORK_OPTIONS) as pairs or a dict, like fields; empty: none
 
     def __post_init__(self):
         self.config()  # validates the settings now, not in a worker
         self.loss_options()
+        check_options(dict(self.options))
+        if self.policy_loss and 'surrogate' in dict(self.options):
+            raise ValueError('policy_loss and the surrogate option both replace the policy loss: choose one')
+        if self.kl_weighting != 'none' and (self.kl_in_reward or not self.config().kl_coef):
+            raise ValueError(f'kl_weighting={self.kl_weighting!r} weights a KL in the loss: it needs kl_coef > 0 in '
+                             'fields and no kl_in_reward')
 
     def config(self):
         """The run's RLConfig (the fields that are GRPO settings)."""
@@ -104,6 +116,7 @@ class RunSpec:
         out['init'] = None if self.init is None else self.init.describe()
         out['fields'] = [[name, value] for name, value in self.fields]
         out['policy_loss'] = [[name, value] for name, value in self.policy_loss]
+        out['options'] = [[name, value] for name, value in self.options]
         return out
 
 
@@ -137,11 +150,12 @@ def _field_pairs(fields, what):
 
 
 def arm(name, fields=None, entropy_coef=0.0, kl_in_reward=False, steps=40, seed=0, kl_target=None, probes=(),
-        policy_loss=None):
+        policy_loss=None, kl_weighting='none', options=None):
     """A RunSpec from the chapter's ARMS notation: RLConfig fields as a dict, train_regularized options as keywords
-    (policy_loss as a dict, e.g. dict(variant='kl_cov', fraction=0.05))."""
+    (policy_loss as a dict, e.g. dict(variant='kl_cov', fraction=0.05); options: framework options as a dict)."""
     return RunSpec(name, fields=fields or {}, policy_loss=policy_loss or {}, entropy_coef=entropy_coef,
-                   kl_in_reward=kl_in_reward, steps=steps, seed=seed, kl_target=kl_target, probes=tuple(probes))
+                   kl_in_reward=kl_in_reward, steps=steps, seed=seed, kl_target=kl_target, probes=tuple(probes),
+                   kl_weighting=kl_weighting, options=options or {})
 
 
 def chapter_arms(steps=40, seed=0):
@@ -240,9 +254,11 @@ def _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base, watch=()
     reference = copy.deepcopy(rl_base).eval() if spec.reference == 'rl_base' else None
     cfg = spec.config()
     probes = [Probe(spec.probes, rl_base, heldout_tasks, tok, cfg.temperature)] if spec.probes else []
+    shipped = framework_plugins(dict(spec.options))
     history = train_regularized(model, train_tasks, tok, cfg, spec.steps, entropy_coef=spec.entropy_coef,
                                 kl_in_reward=spec.kl_in_reward, ref_model=reference, kl_target=spec.kl_target,
-                                policy_loss=spec.loss_options(), plugins=probes + list(watch), label=f'run {spec.name!r}')
+                                policy_loss=spec.loss_options(), plugins=shipped + probes + list(watch),
+                                label=f'run {spec.name!r}', kl_weighting=spec.kl_weighting)
     metrics = diversity(model, rl_base, heldout_tasks, tok)
     return dict(history=history, metrics=metrics, vocab_size=len(tok), settings=dataclasses.asdict(cfg),
                 state_dict=model.state_dict())

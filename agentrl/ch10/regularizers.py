@@ -16,7 +16,7 @@ import torch
 
 from agentrl.core.kl import kl_estimate
 from agentrl.core.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs
-from agentrl.substrate.grpo import Plugin, ReferenceKL, clipped_sides, rl_update, train_rl
+from agentrl.substrate.grpo import Plugin, ReferenceKL, clipped_sides, rl_update, token_reduce, train_rl
 
 COV_VARIANTS = ('clip_cov', 'kl_cov')
 
@@ -50,14 +50,18 @@ def adapt_kl_coef(kl_coef, kl, kl_target):
 
 
 class EntropyBonus(Plugin):
-    """loss - coef * entropy_bonus: rewards keeping the next-token distribution spread out."""
+    """loss - coef * entropy_bonus: rewards keeping the next-token distribution spread out. The per-position
+    entropies are reduced as cfg.loss_agg says (entropy_bonus's masked mean by default)."""
     acts_alone = True  # with no reward signal the bonus alone pushes towards the uniform policy
 
     def __init__(self, coef):
-        self.coef = coef
+        self.coef, self.cfg = coef, None
+
+    def prepare(self, ids, cfg, widths=None):
+        self.cfg = cfg
 
     def extend_loss(self, loss, rows, logits, logp, mask, stats):
-        bonus = entropy_bonus(logits, mask)
+        bonus = token_reduce(entropy_from_logits(logits), mask, self.cfg)  # entropy_bonus unless cfg.loss_agg says
         stats['entropy'] = bonus.item()
         return loss - self.coef * bonus
 
@@ -198,13 +202,17 @@ class CovariancePolicyLoss(Plugin):
         return surrogate
 
 
-def chapter_plugins(cfg, entropy_coef=0.0, kl_in_reward=False, ref_model=None, kl_target=None, policy_loss=None):
+def chapter_plugins(cfg, entropy_coef=0.0, kl_in_reward=False, ref_model=None, kl_target=None, policy_loss=None,
+                    kl_weighting='none'):
     """The plug-ins for one of the chapter's settings, in the order their loss terms are added."""
     if not is_finite_number(entropy_coef) or entropy_coef < 0:
         raise ValueError(f'entropy_coef must be a finite number >= 0, got {entropy_coef!r}')
     if kl_target is not None and (not is_finite_number(kl_target) or kl_target <= 0 or not cfg.kl_coef or kl_in_reward):
         raise ValueError(f'kl_target={kl_target} needs kl_target > 0, a KL in the loss and a starting kl_coef > 0 '
                          f'(got kl_coef={cfg.kl_coef}, kl_in_reward={kl_in_reward})')
+    if kl_weighting != 'none' and (not cfg.kl_coef or kl_in_reward):
+        raise ValueError(f'kl_weighting={kl_weighting!r} weights a KL in the loss: it needs kl_coef > 0 and no '
+                         f'kl_in_reward (got kl_coef={cfg.kl_coef}, kl_in_reward={kl_in_reward})')
     plugins = []
     if policy_loss:
         plugins.append(CovariancePolicyLoss(**policy_loss))
@@ -213,7 +221,7 @@ def chapter_plugins(cfg, entropy_coef=0.0, kl_in_reward=False, ref_model=None, k
     if cfg.kl_coef and kl_in_reward:
         plugins.append(KLInReward(ref_model, cfg.kl_coef))
     elif cfg.kl_coef:
-        kl_term = ReferenceKL(ref_model, cfg.kl_coef, cfg.kl_kind, estimator=kl_estimate)
+        kl_term = ReferenceKL(ref_model, cfg.kl_coef, cfg.kl_kind, estimator=kl_estimate, weighting=kl_weighting)
         plugins.append(kl_term)
         if kl_target is not None:
             plugins.append(AdaptiveKL(kl_term, kl_target))
@@ -229,14 +237,15 @@ def regularized_update(model, optimizer, batch, advantages, cfg, ref_model=None,
 
 
 def train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_reward=False, ref_model=None,
-                      kl_target=None, policy_loss=None, plugins=(), label='GRPO'):
+                      kl_target=None, policy_loss=None, plugins=(), label='GRPO', kl_weighting='none'):
     """The engine's loop with chapter 10's regularisers plugged in -> history (one dict per step).
 
     entropy_coef: entropy bonus; cfg.kl_coef with cfg.kl_kind (any kl_estimate kind): KL to ref_model
     (default: a frozen copy of the starting policy) in the loss, or in the reward with kl_in_reward;
     kl_target: adapt the KL coefficient towards this per-token KL; policy_loss: dict(variant='clip_cov'
     or 'kl_cov', fraction, bounds, kl_coef) for Cui et al.'s covariance-aware loss; plugins: extra ones
-    (measurements). With every coefficient at zero this is exactly train_rl.
+    (measurements, or what the frameworks ship: agentrl.ch10.framework_plugins); kl_weighting: ReferenceKL's
+    'none' (the chapter's), 'ratio' or 'ratio-detached'. With every coefficient at zero this is exactly train_rl.
     """
-    chosen = chapter_plugins(cfg, entropy_coef, kl_in_reward, ref_model, kl_target, policy_loss)
+    chosen = chapter_plugins(cfg, entropy_coef, kl_in_reward, ref_model, kl_target, policy_loss, kl_weighting)
     return train_rl(model, tasks, tok, cfg, steps, plugins=chosen + list(plugins), label=label)

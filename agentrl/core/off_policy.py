@@ -15,17 +15,18 @@ KL_WEIGHTINGS = ('none', 'ratio', 'ratio-detached')
 SAMPLER_MODES = ('token_truncate', 'token_mask', 'sequence_truncate', 'sequence_mask')
 
 
-def ratio_weighted_kl(logp, ref_logp, old_logp, kind, weighting='ratio'):
+def ratio_weighted_kl(logp, ref_logp, old_logp, kind, weighting='ratio', estimator=kl_estimate):
     """A per-token estimate of KL(pi || ref) on tokens drawn by pi_old: [...] x 3 -> [...].
 
-    weighting 'none': kl_estimate(kind) as the chapter uses it, right only while pi is pi_old;
+    estimator(logp, ref_logp, kind) is the per-token estimate (kl_estimate; chapter 9's kl_penalty also fits).
+    weighting 'none': the estimate as the chapter uses it, right only while pi is pi_old;
     'ratio': times r = pi / pi_old, differentiated too, so that E_old[r k] = E_pi[k] holds for value and gradient;
     'ratio-detached': times r as a constant, so the gradient is E_pi of the estimator's own gradient.
     """
     check_same_shape('logp', logp, 'old_logp', old_logp)
     if weighting not in KL_WEIGHTINGS:
         raise ValueError(f'unknown KL weighting {weighting!r}; allowed: {", ".join(map(repr, KL_WEIGHTINGS))}')
-    estimate = kl_estimate(logp, ref_logp, kind)
+    estimate = estimator(logp, ref_logp, kind)
     if weighting == 'none':
         return estimate
     ratio = torch.exp(logp - old_logp)

@@ -1,22 +1,24 @@
 """The one GRPO engine of the project (chapter 9): settings, advantages, the clipped surrogate, the update, the loop.
 
 Extra terms join the engine as plug-ins (subclasses of `Plugin`) instead of copies of the loop: a plug-in
-can shape rewards, reshape the per-token surrogate, add to the loss, measure before and after each update,
-and adjust its own coefficients between steps. Chapter 9's own KL-to-reference term is such a plug-in
+can shape rewards, look at each minibatch's forward pass, reshape the per-token surrogate, add to the loss,
+measure before and after each update, and adjust its own coefficients between steps. Chapter 9's own KL-to-reference term is such a plug-in
 (`ReferenceKL`); chapter 10's regularisers live in agentrl.ch10.regularizers and use the same hooks.
 """
 import copy
 import math
 import dataclasses
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import pydantic
 import torch
 from pydantic import AfterValidator, Field
 
 from agentrl.cpu import fixed_threads
+from agentrl.core.aggregation import AGGREGATIONS, aggregate
 from agentrl.core.kl import KL_KINDS, check_kl_kind, kl_penalty
 from agentrl.core.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs
+from agentrl.core.off_policy import KL_WEIGHTINGS, clipped_objective, ratio_weighted_kl
 from agentrl.progress import progress
 from agentrl.substrate.config import CHECKED, NonNegative, Positive, active, all_errors_say
 from agentrl.substrate.gym import make_env, make_tasks
@@ -69,6 +71,18 @@ class RLConfig:
     turn_cost: NonNegative = dataclasses.field(default_factory=lambda: active().turn_cost)  # advantage units per turn
     #   above the group's mean, in groups with a reward spread (default: as lr, the substrate in use; 0 is the
     #   chapter's group-normalised GRPO)
+    loss_agg: Literal[AGGREGATIONS] = 'token-mean'  # how per-token terms (surrogate, KL, entropy) become one number
+    #   per minibatch: agentrl.core.aggregation's modes (verl's loss_agg_mode); 'token-mean' is the book's masked mean
+    loss_agg_horizon: Optional[Positive] = None  # the fixed length 'seq-mean-token-sum-norm' divides by (Dr. GRPO's
+    #   generation budget); required by that mode, refused by the others
+    sample_temperature: Optional[Temperature] = None  # the rollouts' sampling temperature when the sampler is not
+    #   the trainer (an inference engine drawing at another temperature); None: cfg.temperature, one policy
+
+    def __post_init__(self):
+        wants_horizon = self.loss_agg == 'seq-mean-token-sum-norm'
+        if wants_horizon != (self.loss_agg_horizon is not None):
+            raise ValueError(f'loss_agg_horizon={self.loss_agg_horizon!r} with loss_agg={self.loss_agg!r}: the '
+                             "horizon is required by 'seq-mean-token-sum-norm' and means nothing to the other modes")
 
     @classmethod
     def for_substrate(cls, substrate, **fields):
@@ -85,8 +99,8 @@ class Plugin:
     """A term that joins the GRPO engine. Every hook does nothing here; a plug-in overrides the ones it needs.
 
     Hooks are called in this order on each step: shape_rewards, before_update, [prepare, then per minibatch
-    reshape_surrogate and extend_loss], after_update, end_step. None of them may draw from the training
-    random streams (torch's global RNG or the training generator).
+    begin_minibatch, reshape_surrogate and extend_loss], after_update, end_step. None of them may draw from the
+    training random streams (torch's global RNG or the training generator).
     """
     acts_alone = False  # True: the engine updates even on a step where no group has a reward spread
     replaces_reference_kl = False  # True: this plug-in is the run's KL term (the engine adds no ReferenceKL)
@@ -104,6 +118,10 @@ class Plugin:
         """Once per update, without gradients, before the minibatches (e.g. reference log-probs of ids [B, T]);
         widths [B]: how many leading positions of each row the update reads (see read_widths)."""
 
+    def begin_minibatch(self, rows, logits, logp, old_logp, mask):
+        """Each minibatch's forward pass, before its loss: rows [b] index the update's batch; logits [b, T, V] and
+        logp [b, T] carry gradients; old_logp [b, T] are the log-probs at the start of the update."""
+
     def reshape_surrogate(self, surrogate, logp, old_logp, advantages, mask, stats):
         """The per-token surrogate [b, T] to maximise (default: unchanged); may add entries to stats."""
         return surrogate
@@ -120,28 +138,42 @@ class Plugin:
 
 
 class ReferenceKL(Plugin):
-    """KL to a frozen reference policy in the loss: + coef * masked mean of estimator(logp, ref_logp, kind).
+    """KL to a frozen reference policy in the loss: + coef * the per-token estimator(logp, ref_logp, kind),
+    reduced over the minibatch as cfg.loss_agg says (the book's masked mean by default).
 
-    Chapter 9 uses it with kl_penalty (k1, k2, k3); chapter 10 passes kl_estimate for its '+' kinds.
+    Chapter 9 uses it with kl_penalty (k1, k2, k3); chapter 10 passes kl_estimate for its '+' kinds. weighting
+    'ratio' or 'ratio-detached' multiplies each token's estimate by pi / pi_old (ratio_weighted_kl), for tokens
+    drawn by the policy at the start of the update rather than by the one being differentiated.
     """
     acts_alone = True  # the KL pulls towards the reference even when the rewards carry no signal
     replaces_reference_kl = True
 
-    def __init__(self, reference, coef, kind, estimator=kl_penalty):
+    def __init__(self, reference, coef, kind, estimator=kl_penalty, weighting='none'):
+        if weighting not in KL_WEIGHTINGS:
+            raise ValueError(f'unknown KL weighting {weighting!r}; allowed: {", ".join(map(repr, KL_WEIGHTINGS))}')
         self.reference, self.coef, self.kind, self.estimator = reference, coef, kind, estimator
-        self.ref_logp = None
+        self.weighting = weighting
+        self.ref_logp = self.cfg = self.old_logp = None
 
     def begin(self, model, cfg):
         if self.reference is None:
             self.reference = copy.deepcopy(model).eval()  # the starting policy, frozen
 
     def prepare(self, ids, cfg, widths=None):
+        self.cfg = cfg
         logits = self.reference(ids, widths)[:, :-1] / cfg.temperature  # [B, T-1, V]
         self.ref_logp = selected_log_probs(logits, ids[:, 1:])  # [B, T-1]
 
+    def begin_minibatch(self, rows, logits, logp, old_logp, mask):
+        self.old_logp = old_logp
+
     def extend_loss(self, loss, rows, logits, logp, mask, stats):
-        per_token = self.estimator(logp, self.ref_logp[rows], self.kind)  # [b, T-1]
-        kl = masked_mean(per_token, mask)
+        ref_logp = self.ref_logp[rows]  # [b, T-1]
+        if self.weighting == 'none':
+            per_token = self.estimator(logp, ref_logp, self.kind)  # [b, T-1]
+        else:
+            per_token = ratio_weighted_kl(logp, ref_logp, self.old_logp, self.kind, self.weighting, self.estimator)
+        kl = token_reduce(per_token, mask, self.cfg)
         stats['kl_ref'] = kl.item()
         return loss + self.coef * kl
 
@@ -177,24 +209,30 @@ def clipped_sides(ratio, advantages, cfg):
     return (ratio > 1 + cfg.clip_high) & (adv > 0), (ratio < 1 - cfg.clip_low) & (adv < 0)
 
 
+def token_reduce(values, mask, cfg):
+    """A per-token loss term [b, T] reduced to one number as cfg.loss_agg says (masked_mean for 'token-mean'; also
+    when cfg is None, for a plug-in called outside an update)."""
+    if cfg is None or cfg.loss_agg == 'token-mean':  # the book's masked mean, computed as the book computes it
+        return masked_mean(values, mask)
+    return aggregate(values, mask, cfg.loss_agg, cfg.loss_agg_horizon)
+
+
 def policy_loss(logp, old_logp, advantages, mask, cfg, plugins=()):
     """PPO clipped surrogate: logp, old_logp, mask [B, T], advantages [B] -> (scalar loss, dict of float stats).
 
-    ratio = exp(logp - old_logp) counts inside [1 - cfg.clip_low, 1 + cfg.clip_high]; the loss is the
-    masked mean over policy tokens of -min(ratio * A, clip(ratio) * A), after each plug-in's
-    reshape_surrogate. clip_frac is the share of policy tokens whose gradient the clip removes
-    (A > 0 above the range, A < 0 below it).
+    ratio = exp(logp - old_logp) counts inside [1 - cfg.clip_low, 1 + cfg.clip_high]; the loss is
+    -min(ratio * A, clip(ratio) * A) after each plug-in's reshape_surrogate, reduced over policy tokens by
+    token_reduce (the masked mean unless cfg.loss_agg says otherwise). clip_frac is the share of policy
+    tokens whose gradient the clip removes (A > 0 above the range, A < 0 below it).
     """
     check_same_shape('logp', logp, 'old_logp', old_logp)
     check_same_shape('logp', logp, 'mask', mask)
-    adv = advantages[:, None]  # [B, 1]
     ratio = torch.exp(logp - old_logp)  # [B, T]
-    bounded = ratio.clamp(1 - cfg.clip_low, 1 + cfg.clip_high)
-    surrogate = torch.minimum(ratio * adv, bounded * adv)  # [B, T]
+    surrogate = clipped_objective(ratio, advantages[:, None], cfg.clip_low, cfg.clip_high)  # [B, T]
     stats = {}
     for plugin in plugins:
         surrogate = plugin.reshape_surrogate(surrogate, logp, old_logp, advantages, mask, stats)
-    loss = -masked_mean(surrogate, mask)
+    loss = -token_reduce(surrogate, mask, cfg)
     with torch.no_grad():
         too_high, too_low = clipped_sides(ratio, advantages, cfg)
         stats = dict(pg_loss=loss.item(),
@@ -247,6 +285,8 @@ def rl_update(model, optimizer, batch, advantages, cfg, ref_model=None, generato
         for rows in torch.randperm(len(ids), generator=generator).chunk(cfg.minibatches):
             logits = model(ids[rows], widths[rows])[:, :-1] / cfg.temperature  # [b, T-1, V]
             logp = selected_log_probs(logits, ids[rows, 1:])  # [b, T-1]
+            for plugin in plugins:
+                plugin.begin_minibatch(rows, logits, logp, old_logp[rows], mask[rows])
             loss, stats = policy_loss(logp, old_logp[rows], advantages[rows], mask[rows], cfg, plugins)
             for plugin in plugins:
                 loss = plugin.extend_loss(loss, rows, logits, logp, mask[rows], stats)
@@ -295,10 +335,18 @@ def engine_plugins(cfg, plugins=()):
     return chosen
 
 
+def sampler_config(cfg):
+    """The settings the rollouts are drawn with: cfg itself, or cfg at cfg.sample_temperature when that is set."""
+    if cfg.sample_temperature is None:
+        return cfg
+    return dataclasses.replace(cfg, temperature=cfg.sample_temperature, sample_temperature=None)
+
+
 def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='GRPO'):
     """GRPO for `steps` steps with the given plug-ins -> history (one dict of stats per step).
 
-    Per step: sample cfg.tasks_per_step tasks x cfg.group_size episodes, let plug-ins shape the rewards,
+    Per step: sample cfg.tasks_per_step tasks x cfg.group_size episodes (at cfg.sample_temperature when it is
+    set: a sampler that is not the trainer), let plug-ins shape the rewards,
     compute group advantages, update (rl_update), log. Chapter 9's KL term is added when cfg.kl_coef > 0
     unless a plug-in is the run's KL term. A step where no group has a reward spread (even after
     sample_step's redraws) updates on the whole draw (advantages all 0) only if some plug-in acts alone,
@@ -310,6 +358,7 @@ def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ValueError(f'steps must be an int >= 0, got {steps!r}')
     plugins = engine_plugins(cfg, plugins)
+    sampler = sampler_config(cfg)
     with fixed_threads(TRAIN_THREADS):
         torch.manual_seed(cfg.seed)
         gen = torch.Generator().manual_seed(cfg.seed)  # task draws, sampling, minibatch order: one stream
@@ -319,7 +368,7 @@ def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='
         acts_alone = any(p.acts_alone for p in plugins)
         history = []
         for step in progress(range(steps), desc=label):
-            kept, sampled = sample_step(model, lambda: make_env(cfg), tasks, tok, cfg, gen)
+            kept, sampled = sample_step(model, lambda: make_env(cfg), tasks, tok, sampler, gen)
             record = dict(step=step, **behavior_stats(sampled))
             record['signal'] = float(bool(kept))  # 0: no group had a reward spread
             batch = collate(kept or sampled, tok.pad_id)
