@@ -117,6 +117,11 @@ calibrate-record: $(SETUP)
 substrate-sweep: $(SETUP)
 	$(PY) -m machinery.substrate_sweep $(SWEEP_ARGS)
 
+# The frameworks' options on TinyAgent, seeds 0-4 (machinery/framework_sweep.py): the record notebook 12 renders from.
+.PHONY: framework-sweep
+framework-sweep: $(SETUP)
+	$(PY) -m machinery.framework_sweep $(SWEEP_ARGS)
+
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--builds 5" for a median of five RL-base builds.
 bench: $(SETUP)
 	$(PY) -m machinery.bench $(BENCH_ARGS)
