@@ -43,8 +43,9 @@ BEYOND = (
       'covariance_mechanism')),
     ('10_exercises', 'The exercises', ('exercise_1', 'exercise_2', 'exercise_4', 'exercise_3')),
     ('11_substrates', "The chapter's claims on six substrates", ('substrates',)),  # SUBSTRATES_KEY
-    ('12_framework_options', "What the RL frameworks ship: KL, aggregation, entropy and ratio options, computed exactly",
-     ('off_policy_kl', 'two_token_kl', 'aggregation_scales', 'ratio_losses', 'sampler_correction')),
+    ('12_framework_options', "What the RL frameworks ship: KL, aggregation, entropy and ratio options, computed exactly and run on TinyAgent",
+     ('off_policy_kl', 'two_token_kl', 'aggregation_scales', 'ratio_losses', 'sampler_correction', 'option_runs',
+      'option_claims')),
 )
 
 # Structured results besides the printed blocks. Claim verdicts (agentrl.ch10.claims.verdicts: a list of dicts)

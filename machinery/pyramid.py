@@ -29,7 +29,8 @@ LAYERS = (
     ('chapter 10', '`agentrl/ch10`: plug-ins, runs, claims, the entropy law, claims across substrates, the '
                    'frameworks\' options',
      ('test_mechanisms.py', 'test_covariance_regularisers.py', 'test_runs.py', 'test_live.py', 'test_claims.py',
-      'test_entropy_law.py', 'test_substrate_sweep.py', 'test_framework_options.py', 'test_framework_map.py')),
+      'test_entropy_law.py', 'test_substrate_sweep.py', 'test_framework_options.py', 'test_framework_map.py',
+      'test_framework_plugins.py', 'test_framework_claims.py')),
     ('notebooks and documents', 'the notebooks, README, REPRODUCTION.md, the site',
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
       'test_site.py', 'test_pyramid.py')),

@@ -6,9 +6,12 @@ every seed and judged by the chapter's rule (claims.seed_rule: true on at least 
 read run summaries (summary), so a committed record of the sweep can be judged again without the runs.
 """
 import dataclasses
+import json
+from pathlib import Path
 
 from agentrl.ch10 import claims, experiments
 from agentrl.ch10.claims import Claim, entropy_end, metric
+from agentrl.paths import FRAMEWORK_SWEEP
 from agentrl.substrate.config import active
 from agentrl.substrate.gym import Env
 from agentrl.substrate.grpo import RLConfig
@@ -64,10 +67,20 @@ def sweep_arms(seed=0, steps=40):
     return [chapter[name] for name in BASELINES] + option_arms(seed, steps)
 
 
-def sweep_specs(seeds, steps=40):
-    """sweep_arms of every seed, each renamed '<name> | seed <s>', so that one sweep holds them all."""
+def sweep_specs(seeds, steps=40, arms_of=sweep_arms):
+    """arms_of(seed, steps) (sweep_arms) of every seed, each renamed '<name> | seed <s>', so that one sweep holds them
+    all."""
     return [dataclasses.replace(spec, name=f'{spec.name} | seed {seed}')
-            for seed in seeds for spec in sweep_arms(seed, steps)]
+            for seed in seeds for spec in arms_of(seed, steps)]
+
+
+def load_record(path=None):
+    """The committed record of make framework-sweep (results/framework_sweep.json), or a FileNotFoundError saying how to
+    make it."""
+    path = Path(path or FRAMEWORK_SWEEP)
+    if not path.is_file():
+        raise FileNotFoundError(f'{path} is missing: run make framework-sweep')
+    return json.loads(path.read_text())
 
 
 def summary(run):
