@@ -12,15 +12,15 @@ from agentrl.calibration.fit import below_the_rule, fit_clause
 from agentrl.calibration.freeze import CONFIRM_ROWS, decision_from_export
 from agentrl.calibration.rows import fitted_counts
 from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, MECHANISM, SEED_DEPENDENT, seed_rule_text
-from agentrl.paths import CALIBRATION
+from agentrl.paths import CALIBRATION, FRAMEWORK_SWEEP
 from machinery import search, verdict_shift
 from machinery.recorded import KIND_PLURAL, claim_counts, exact_totals, seed_phrase, seed_verdicts_by_key
 
 FAITHFULNESS_BEGIN = ('<!-- faithfulness: begin (written by `make report` from results/ and calibration/; do not '
                       'edit by hand) -->')
 FAITHFULNESS_END = '<!-- faithfulness: end -->'
-TIMINGS_BEGIN = ('<!-- timings: begin (written by `make report` from calibration/long-grammar/ and '
-                 'results/substrate_sweep.json; do not edit by hand) -->')
+TIMINGS_BEGIN = ('<!-- timings: begin (written by `make report` from calibration/long-grammar/, '
+                 'results/substrate_sweep.json and results/framework_sweep.json; do not edit by hand) -->')
 TIMINGS_END = '<!-- timings: end -->'
 
 
@@ -197,11 +197,15 @@ def reading_phrase(found):
     return f'our reading (notebook 09): {found["explanation"]} It rests on this: {found["premise"]}, {on}.'
 
 
-def timing_lines(long_export=None, sweep=None):
-    """The README's generated Timings lines (the long-grammar search, the substrate sweep), from their records."""
+def timing_lines(long_export=None, sweep=None, options_sweep=None):
+    """The README's generated Timings lines (the long-grammar search, the substrate sweep, the framework options'
+    sweep), from their records."""
     path = Path(long_export or CALIBRATION / 'long-grammar' / 'trials.json')
     lines = [long_search_timing(json.loads(path.read_text()))] if path.exists() else []
-    return lines + [sweep_timing(substrates.load_record(sweep))]
+    options = Path(options_sweep or FRAMEWORK_SWEEP)
+    options_line = (options_timing(json.loads(options.read_text())) if options.exists() else
+                    '- `make framework-sweep`: not run yet.')
+    return lines + [sweep_timing(substrates.load_record(sweep)), options_line]
 
 
 def with_timings(readme_text, lines=None):
@@ -246,6 +250,16 @@ def long_search_timing(export):
             f'{search.duration(attrs.get("search_seconds", 0.0))} of search time, of a budget of '
             f'{search.duration(attrs["budget"]["seconds"])}; ' + (', '.join(spans) + '. ' if spans else '')
             + f'Its sessions: {each}.')
+
+
+def options_timing(record):
+    """The Timings line of the framework options' sweep (notebook 12), from its record."""
+    session = record['session']
+    n_runs = sum(len(runs) for runs in record['runs'].values())
+    return (f'- `make framework-sweep` (every run of notebook 12, from its record): {session["date"]}, {n_runs} runs '
+            f'({n_runs // len(record["seeds"])} settings on seeds {search.seeds(record["seeds"])}, {record["steps"]} '
+            f'steps each), {_minutes(record["seconds"])} on {session["scheduler"]} ({session["workers"]} workers, '
+            f'{session["cpus"]} CPUs), runs already in the run cache loaded, not trained again.')
 
 
 def sweep_timing(record):
