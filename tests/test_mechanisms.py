@@ -8,6 +8,7 @@ import torch
 
 import agentrl as arl
 from agentrl.core.logprobs import selected_log_probs
+from agentrl.ch10 import live
 from agentrl.substrate import grpo
 from agentrl.substrate.sft import model_config
 from substrate_fixtures import max_param_difference, tokenizer
@@ -293,8 +294,12 @@ def test_regularized_update_is_rl_update_with_the_entropy_bonus_and_the_estimate
 
 # --------------------------------------------------------------------------- plug-ins and the training streams
 
-HOOKS = ('begin', 'shape_rewards', 'before_update', 'prepare', 'begin_minibatch', 'reshape_surrogate', 'extend_loss',
-         'after_update', 'end_step')
+HOOKS = live.HOOKS
+
+
+def test_the_hook_list_names_every_hook_of_the_engine():
+    engine_hooks = {name for name, value in vars(arl.Plugin).items() if callable(value) and not name.startswith('_')}
+    assert set(HOOKS) == engine_hooks and len(HOOKS) == len(engine_hooks)
 
 
 class StreamGuard(arl.Plugin):

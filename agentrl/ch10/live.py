@@ -11,8 +11,9 @@ from agentrl.ch10.regularizers import chapter_plugins
 from agentrl.progress import where_shown
 from agentrl.substrate.grpo import Plugin, engine_plugins
 
-HOOKS = ('begin', 'shape_rewards', 'before_update', 'prepare', 'reshape_surrogate', 'extend_loss', 'after_update',
-         'end_step')  # the engine's hooks, in the order it calls them on a step (begin: once, before step 0)
+HOOKS = ('begin', 'shape_rewards', 'before_update', 'prepare', 'begin_minibatch', 'reshape_surrogate', 'extend_loss',
+         'after_update', 'end_step')  # the engine's hooks, in the order it calls them on a step (begin: once, before
+#   step 0)
 
 
 # --- which plug-ins a setting uses ------------------------------------------------------------------------------
