@@ -67,9 +67,10 @@ def test_plugin_lines_name_each_setting_and_its_hooks():
     assert all(len(line) <= 110 for line in lines)
     by_setting = {line.split('  ')[0]: line for line in lines}
     assert set(by_setting) == {spec.name for spec in arms}
-    assert 'ReferenceKL (coef 0.3, estimator k3+) -> hooks: begin, prepare, extend_loss' in by_setting['KL k3+ 0.3']
+    assert ('ReferenceKL (coef 0.3, estimator k3+) -> hooks: begin, prepare, begin_minibatch, extend_loss'
+            in by_setting['KL k3+ 0.3'])
     assert 'KLInReward (coef 0.3) -> hooks: begin, shape_rewards' in by_setting['KL reward 0.3']
-    assert 'EntropyBonus (coef 0.1) -> hooks: extend_loss' in by_setting['entropy 0.1']
+    assert 'EntropyBonus (coef 0.1) -> hooks: prepare, extend_loss' in by_setting['entropy 0.1']
     assert 'no plug-in; RLConfig.temperature = 1.3' in by_setting['temperature 1.3']
     assert "no plug-in: the engine's clipped surrogate alone" in by_setting['none']
 
