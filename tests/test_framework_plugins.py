@@ -304,3 +304,137 @@ def test_every_option_arm_trains_with_its_plugins(base):
                                         kl_weighting=spec.kl_weighting)
         if spec.name in logged:
             assert all(logged[spec.name] in step for step in history), spec.name
+
+
+# ------------------------------------------------------------------------- what each refusal says, and boundaries
+
+ALLOWED = ', '.join(arl.FRAMEWORK_OPTIONS)
+
+
+@pytest.mark.parametrize('options,message', [
+    (dict(top_k=3, x=1), f'unknown framework option top_k, x; allowed: {ALLOWED}'),
+    (dict(surrogate='ppo2', surrogate_clip=(0.2, 0.2)), "surrogate must be one of 'gspo', 'cispo', got 'ppo2'"),
+    (dict(surrogate='gspo'), 'surrogate and surrogate_clip go together: a surrogate needs its own clip (low, high)'),
+    (dict(surrogate='gspo', surrogate_clip=[0.1, 0.2]), 'surrogate_clip must be a pair (low, high), got [0.1, 0.2]'),
+    (dict(surrogate='gspo', surrogate_clip=(0.1,)), 'surrogate_clip must be a pair (low, high), got (0.1,)'),
+    (dict(surrogate='cispo', surrogate_clip=(1.5, 0.2)), 'surrogate_clip[0] must be a finite number in (0, 1], got 1.5'),
+    (dict(surrogate='cispo', surrogate_clip=(1.0, 0.0)), 'surrogate_clip[1] must be a finite number in (0, inf], got 0.0'),
+    (dict(top_entropy=True), 'top_entropy must be a finite number in (0, 1], got True'),
+    (dict(top_entropy=float('nan')), 'top_entropy must be a finite number in (0, 1], got nan'),
+    (dict(entropy_target=0.3, entropy_max=1.0), 'entropy_target, entropy_step and entropy_max go together; got only '
+                                                 'entropy_max, entropy_target'),
+    (dict(entropy_target=0.3, entropy_step=0.1, entropy_max=float('inf')),
+     'entropy_max must be a finite number in (0, inf], got inf'),
+    (dict(entropy_target=0.3, entropy_step=0.0, entropy_max=1.0),
+     'entropy_step must be a finite number in (0, inf], got 0.0'),
+    (dict(sampler_correction='clip'), "sampler_correction must be one of token_truncate, token_mask, sequence_truncate, "
+                                      "sequence_mask or 'measure', got 'clip'"),
+    (dict(sampler_correction='measure', sampler_threshold=2.0),
+     "sampler_threshold means nothing without a sampler_correction mode other than 'measure'"),
+    (dict(sampler_correction='token_mask', sampler_threshold=0), 'sampler_threshold must be a finite number in (0, inf], '
+                                                                  'got 0'),
+])
+def test_check_options_refuses_with_the_whole_message(options, message):
+    with pytest.raises(ValueError) as refused:
+        arl.check_options(options)  # RunSpec checks with this alone, before any plug-in is built
+    assert str(refused.value) == message
+
+
+def test_check_options_lets_through_what_is_allowed():
+    for options in (dict(surrogate='cispo', surrogate_clip=(1.0, 0.2)), dict(top_entropy=1.0),
+                    dict(sampler_correction='token_mask', sampler_threshold=0.5), dict(sampler_correction='measure'),
+                    dict(entropy_target=0.3, entropy_step=0.01, entropy_max=0.5)):
+        assert arl.check_options(options) == options
+
+
+def test_the_surrogate_clip_reaches_its_plugin():
+    gspo, = arl.framework_plugins(dict(surrogate='gspo', surrogate_clip=(3e-4, 4e-4)))
+    cispo, = arl.framework_plugins(dict(surrogate='cispo', surrogate_clip=(1.0, 0.25)))
+    assert (type(gspo), gspo.low, gspo.high) == (arl.SequenceRatioLoss, 3e-4, 4e-4)
+    assert (type(cispo), cispo.low, cispo.high) == (arl.CappedWeightLoss, 1.0, 0.25)
+
+
+def test_the_clip_statistics_count_exactly_the_silenced_and_capped():
+    # one ratio per sequence, exactly 1 on the boundary of a zero-width clip, or clearly outside it
+    log_ratio = torch.log(torch.tensor([1.5, 0.5, 1.5, 1.0, 1.0, 0.5, 0.5], dtype=torch.float64))
+    advantages = torch.tensor([1.0, -1.0, 0.0, 1.0, -1.0, 1.0, 0.0], dtype=torch.float64)
+    logp = log_ratio[:, None].expand(7, 2).clone()
+    old = torch.zeros(7, 2, dtype=torch.float64)
+    mask = torch.ones(7, 2, dtype=torch.float64)
+    stats = {}
+    arl.SequenceRatioLoss((0.0, 0.0)).reshape_surrogate(None, logp, old, advantages, mask, stats)
+    # up past 1 with A > 0, down past 1 with A < 0; A = 0 either way, and a ratio of exactly 1, are not silenced
+    assert stats['seq_clip_frac'] == pytest.approx(2 / 7)
+    arl.SequenceRatioLoss((0.6, 0.6)).reshape_surrogate(None, logp, old, advantages, mask, stats)
+    assert stats['seq_clip_frac'] == 0.0  # 1.5 and 0.5 are inside [0.4, 1.6]
+    arl.CappedWeightLoss((0.0, 0.0)).reshape_surrogate(None, logp, old, advantages, mask, stats)
+    assert stats['capped_frac'] == pytest.approx(5 / 7)  # above or below 1, whatever the advantage; exactly 1 is not
+    # the engine's own clip statistics: a token with A = 0 is never counted as clipped
+    cfg = arl.RLConfig()
+    _, engine = arl.policy_loss(logp.float(), old.float(), advantages.float(), mask.float(), cfg)
+    assert engine['clip_frac'] == pytest.approx(2 / 7)
+
+
+def test_begin_minibatch_gets_the_minibatch_s_own_forward_pass(base):
+    seen = []
+
+    class Recorder(ActsAlone):
+        def begin_minibatch(self, rows, logits, logp, old_logp, mask):
+            seen.append((rows, logits, logp, old_logp, mask))
+
+    trained([Recorder()], arl.RLConfig(seed=2, **SMALL), steps=1, base=base)
+    assert len(seen) == 2  # two minibatches
+    for rows, logits, logp, old_logp, mask in seen:
+        assert logp.requires_grad and logp.shape == old_logp.shape == mask.shape == logits.shape[:2] == (len(rows),
+                                                                                                         mask.shape[1])
+    rows, logits, logp, old_logp, mask = seen[0]  # before any step of this update: the same policy as old_logp's
+    on = mask > 0
+    assert torch.allclose(logp.detach()[on], old_logp[on], atol=1e-4)
+
+
+def test_the_sampler_settings_describe_one_policy_at_the_sampler_s_temperature():
+    cfg = arl.RLConfig(sample_temperature=1.3)
+    sampler = arl.sampler_config(cfg)
+    assert (sampler.temperature, sampler.sample_temperature) == (1.3, None)
+    assert arl.sampler_config(arl.RLConfig()) == arl.RLConfig()
+
+
+def test_the_kl_term_uses_its_own_estimator_and_the_mode_prepare_reads():
+    logits, tokens, mask, old_logp, _ = toy(8)
+    ids = torch.cat([tokens[:, :1], tokens], dim=1)  # [3, 6]: position t + 1 of ids is token t
+    reference_logits = torch.randn(3, 6, 7, generator=torch.Generator().manual_seed(9), dtype=torch.float64)
+    cfg = arl.RLConfig(loss_agg='seq-mean-token-sum')
+    term = arl.ReferenceKL(lambda ids, widths: reference_logits, 1.0, 'k1', estimator=lambda a, b, kind: (a - b) ** 2,
+                           weighting='ratio-detached')
+    term.prepare(ids, cfg)
+    logp = arl.selected_log_probs(logits, tokens)
+    term.begin_minibatch(torch.arange(3), logits, logp, old_logp, mask)
+    stats = {}
+    term.extend_loss(torch.tensor(0.0, dtype=torch.float64), torch.arange(3), logits, logp, mask, stats)
+    ref_logp = arl.selected_log_probs(reference_logits[:, :-1], ids[:, 1:])
+    expected = aggregate(torch.exp(logp - old_logp).detach() * (logp - ref_logp) ** 2, mask, 'seq-mean-token-sum')
+    assert stats['kl_ref'] == pytest.approx(expected.item(), rel=1e-9)
+
+
+def test_the_entropy_target_turns_the_bonus_on_at_the_target_itself():
+    plugin = arl.EntropyTarget(target=0.5, step=0.1, highest=1.0)
+    plugin.end_step(dict(entropy=0.5))
+    assert plugin.on and plugin.coef == 0.1
+
+
+def test_train_regularized_hands_the_kl_weighting_to_the_kl_term(base):
+    with pytest.raises(ValueError, match='kl_weighting'):
+        arl.train_regularized(copy.deepcopy(base), arl.make_tasks('train'), tokenizer(), arl.RLConfig(**SMALL), 1,
+                              kl_weighting='ratio')  # no KL in the loss to weight
+    kl_term, = arl.chapter_plugins(arl.RLConfig(kl_coef=0.3), kl_weighting='ratio-detached')
+    assert kl_term.weighting == 'ratio-detached'
+
+
+def test_bad_settings_of_the_engine_say_what_is_allowed():
+    with pytest.raises(ValueError) as refused:
+        arl.RLConfig(loss_agg='seq-mean-token-sum-norm')
+    assert ("loss_agg_horizon=None with loss_agg='seq-mean-token-sum-norm': the horizon is required by "
+            "'seq-mean-token-sum-norm' and means nothing to the other modes") in str(refused.value)
+    with pytest.raises(ValueError) as refused:
+        arl.ReferenceKL(None, 0.1, 'k3', weighting='both')
+    assert str(refused.value) == "unknown KL weighting 'both'; allowed: 'none', 'ratio', 'ratio-detached'"

@@ -5,6 +5,10 @@ import pytest
 import torch
 
 from agentrl.core import aggregation, off_policy
+from agentrl.core.aggregation import aggregate, relative_scale, sequence_scale, token_weights
+from agentrl.core.entropy_control import adapt_entropy_coef, top_entropy_mask
+from agentrl.core.off_policy import (cispo_surrogate, ratio_weighted_kl, sampler_weights, sequence_log_ratio,
+                                     sequence_sum)
 from agentrl.core.exact import expected_off_policy_kl, two_token_kl_grads, two_token_log_probs
 
 F64 = torch.float64
@@ -265,3 +269,84 @@ def test_the_top_entropy_mask_keeps_every_tie_at_its_threshold():
     entropy = torch.tensor([[0.1, 0.5, 0.5, 0.9]], dtype=F64)
     kept = top_entropy_mask(entropy, torch.ones_like(entropy), keep=0.5)  # the median is 0.5, held by two tokens
     assert kept.tolist() == [[False, True, True, True]]
+
+
+# ------------------------------------------------------------------- shapes, axes and boundaries of the new functions
+
+def _pair(rows=2, length=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(rows, length, generator=g, dtype=torch.float64),
+            torch.randn(rows, length, generator=g, dtype=torch.float64))
+
+
+SHAPE_CHECKS = [
+    ('ratio_weighted_kl', lambda a, b: ratio_weighted_kl(a, a, b, 'k3'), 'logp', 'old_logp'),
+    ('sequence_sum', lambda a, b: sequence_sum(a, b), 'values', 'mask'),
+    ('sequence_log_ratio', lambda a, b: sequence_log_ratio(a, b, torch.ones(2, 3)), 'logp', 'old_logp'),
+    ('cispo_surrogate', lambda a, b: cispo_surrogate(a, b, torch.ones(2), 0.2, 0.2), 'logp', 'old_logp'),
+    ('sampler_weights', lambda a, b: sampler_weights(b, b, a, 'token_mask', 2.0), 'old_logp', 'mask'),
+    ('aggregate', lambda a, b: aggregate(a, b, 'token-mean'), 'values', 'mask'),
+    ('top_entropy_mask', lambda a, b: top_entropy_mask(a, b, 0.5), 'entropy', 'mask'),
+]
+
+
+@pytest.mark.parametrize('name, call, first, second', SHAPE_CHECKS, ids=[c[0] for c in SHAPE_CHECKS])
+def test_mismatched_shapes_are_refused_naming_both_arguments(name, call, first, second):
+    a, _ = _pair(2, 3)
+    b, _ = _pair(2, 4)
+    with pytest.raises(ValueError, match=rf'^{first} has shape \(2, \d\) but {second} has shape \(2, \d\); they must'):
+        call(a, b)
+
+
+def test_sums_and_lengths_run_along_each_sequence():
+    values = torch.arange(6, dtype=torch.float64).view(2, 3)  # [[0, 1, 2], [3, 4, 5]]
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    assert sequence_sum(values, mask).tolist() == [1.0, 12.0]
+    assert sequence_log_ratio(values, torch.zeros_like(values), mask).tolist() == [0.5, 4.0]
+    assert sequence_scale(mask, 'seq-mean-token-mean').tolist() == [0.5, 1 / 3]
+    # one sequence of a single token: its length-normalised ratio is that token's, not half of it
+    assert sequence_log_ratio(values[:1], torch.zeros(1, 3, dtype=torch.float64),
+                              torch.tensor([[0.0, 1.0, 0.0]])).tolist() == [1.0]
+
+
+def test_token_mean_over_a_single_policy_token_and_weights_in_the_values_dtype():
+    mask = torch.tensor([[0.0, 1.0, 0.0]])
+    assert sequence_scale(mask, 'token-mean').tolist() == [1.0]
+    assert token_weights(mask, 'seq-mean-token-sum').tolist() == [[0.0, 1.0, 0.0]]  # one sequence: weight 1, not 1/2
+    assert token_weights(mask, 'token-mean').dtype == torch.float64
+    values = torch.tensor([[5.0, 2.0, 7.0]], dtype=torch.float32)
+    total = aggregate(values, mask, 'seq-mean-token-sum')
+    assert total.dtype == torch.float32 and total.item() == 2.0  # padding (mask 0) is left out, not weighted
+    padded = torch.tensor([[-math.inf, 2.0, math.nan]])  # what a padding position may hold: it must not leak in
+    assert aggregate(padded, mask, 'token-mean').item() == 2.0
+    assert relative_scale(torch.tensor([[1.0, 1.0], [1.0, 0.0]]), 'seq-mean-token-sum-norm', 'seq-mean-token-sum',
+                          horizon=4).tolist() == [0.25, 0.25]
+    assert relative_scale(torch.tensor([[1.0, 1.0], [1.0, 0.0]]), 'seq-mean-token-sum', 'seq-mean-token-sum-norm',
+                          horizon=4).tolist() == [4.0, 4.0]
+    assert sequence_scale(mask, 'seq-mean-token-sum-norm', horizon=0.5).tolist() == [2.0]
+    with pytest.raises(ValueError, match='horizon must be a number > 0, got 0'):
+        sequence_scale(mask, 'seq-mean-token-sum-norm', horizon=0)
+
+
+def test_boundaries_of_the_controller_the_mask_and_the_sampler_weights():
+    assert adapt_entropy_coef(0.1, 0.5, 0.4, 0.05, low=0.2, high=0.2) == 0.2  # low == high is a fixed coefficient
+    with pytest.raises(ValueError, match=r'low <= high, got low=0.3, high=0.2'):
+        adapt_entropy_coef(0.1, 0.5, 0.4, 0.05, low=0.3, high=0.2)
+    entropy = torch.tensor([[0.1, 0.9, 0.5, 0.7]])
+    with pytest.raises(ValueError, match=r'keep must be a share in \(0, 1\], got 1.5'):
+        top_entropy_mask(entropy, torch.ones(1, 4), 1.5)
+    none = torch.zeros(1, 4)
+    assert not top_entropy_mask(entropy, none, 0.5).any()  # no policy token: nothing kept, whatever keep says
+    assert top_entropy_mask(entropy, torch.tensor([[1.0, 1.0, 1.0, 0.0]]), 1).tolist() == [[True, True, True, False]]
+    old = torch.log(torch.tensor([[0.5, 0.5]], dtype=torch.float64))
+    sampler = torch.log(torch.tensor([[0.25, 0.5]], dtype=torch.float64))  # weights 2 and 1
+    assert sampler_weights(old, sampler, torch.ones(1, 2), 'token_mask', 2.0).tolist() == [[2.0, 1.0]]  # 2 <= 2 kept
+    assert sampler_weights(old, sampler, torch.ones(1, 2), 'token_truncate', 0.5).tolist() == [[0.5, 0.5]]
+    with pytest.raises(ValueError, match='threshold must be > 0, got 0'):
+        sampler_weights(old, sampler, torch.ones(1, 2), 'token_mask', 0)
+
+
+def test_the_default_weighting_is_the_differentiated_ratio():
+    logp, old = _pair(2, 3, seed=4)
+    ref = logp.detach() - 0.3
+    assert torch.equal(ratio_weighted_kl(logp, ref, old, 'k3'), ratio_weighted_kl(logp, ref, old, 'k3', 'ratio'))
