@@ -11,29 +11,19 @@ substrate. `make` never runs this; notebook 12 renders from the committed record
 """
 import argparse
 import datetime
-import json
 import os
 import platform
 import sys
 import time
-from pathlib import Path
 
 from agentrl import executors, stopping
-from agentrl.atomic import atomic_output
-from agentrl.ch10 import experiments, framework_claims
+from agentrl.ch10 import across, experiments, framework_claims
 from agentrl.fingerprint import code_fingerprint
 from agentrl.paths import FRAMEWORK_SWEEP
 from agentrl.substrate.config import DEFAULT, active
-from machinery.substrate_sweep import cluster_executor
+from machinery.substrate_sweep import cluster_executor, write_record
 
 SEEDS = (0, 1, 2, 3, 4)
-
-
-
-
-def seed_of(name):
-    """The seed of a sweep run's name '<setting> | seed <s>'."""
-    return int(name.rsplit(' | seed ', 1)[1])
 
 
 def sweep(seeds, executor, steps=40, arms_of=framework_claims.sweep_arms):
@@ -42,24 +32,16 @@ def sweep(seeds, executor, steps=40, arms_of=framework_claims.sweep_arms):
     started = time.perf_counter()
     specs = framework_claims.sweep_specs(seeds, steps, arms_of)
     # the options first: the chapter's own settings among the specs are often trained meanwhile by notebook 09
-    baselines = set(framework_claims.BASELINES)
-    experiments.run_all([s for s in specs if s.name.rsplit(' | seed ', 1)[0] not in baselines], executor=executor)
+    options = framework_claims.sweep_specs(seeds, steps, lambda seed, steps: [
+        spec for spec in arms_of(seed, steps) if spec.name not in framework_claims.BASELINES])
+    experiments.run_all(options, executor=executor)
     runs = experiments.run_all(specs, executor=executor)
-    record = dict(code=code_fingerprint(), substrate=active().key(), is_default=active() == DEFAULT,
-                  seeds=list(seeds), steps=steps, seconds=time.perf_counter() - started,
-                  runs={str(seed): {} for seed in seeds})
-    for spec in specs:
-        setting = spec.name.rsplit(' | seed ', 1)[0]
-        record['runs'][str(seed_of(spec.name))][setting] = dict(framework_claims.summary(runs[spec.name]),
-                                                                run=experiments.run_path(spec).stem)
-    return record
-
-
-def write_record(record, path=None):
-    path = Path(path or FRAMEWORK_SWEEP)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_output(path, suffix='.json') as tmp:
-        tmp.write_text(json.dumps(record, sort_keys=True, indent=1, allow_nan=False) + '\n')
+    keys = {spec.name: experiments.run_path(spec).stem for spec in specs}
+    return dict(code=code_fingerprint(), substrate=active().key(), is_default=active() == DEFAULT,
+                seeds=list(seeds), steps=steps, seconds=time.perf_counter() - started,
+                runs={str(seed): {name: dict(framework_claims.summary(run), run=keys[f'{name} | seed {seed}'])
+                                  for name, run in across.runs_of_seed(runs, seed).items()}
+                      for seed in seeds})
 
 
 def check_record(record, arms_of=framework_claims.sweep_arms):
@@ -110,7 +92,7 @@ def main(argv=None):
         return stop.exit_code
     record['session'] = dict(date=datetime.date.today().isoformat(), cpus=os.cpu_count(), machine=platform.machine(),
                              **where)
-    write_record(record)
+    write_record(record, FRAMEWORK_SWEEP)
     print(f'{sum(len(r) for r in record["runs"].values())} runs on seeds {", ".join(map(str, args.seeds))} in '
           f'{record["seconds"] / 60:.1f} min; written to {FRAMEWORK_SWEEP}')
     return 0

@@ -88,26 +88,18 @@ def test_a_sampler_at_another_temperature_draws_other_episodes_and_the_gap_is_lo
     assert min(hot) > 0.05 > max(map(abs, cold))
 
 
-def test_the_plugins_draw_nothing_from_the_training_streams(monkeypatch, base):
-    from test_mechanisms import StreamGuard  # the guard of the chapter's plug-ins, reused
-    streams = []
-    sample_step = grpo.sample_step
-
-    def spy(model, env_factory, tasks, tok, cfg, generator):
-        if not any(g is generator for g in streams):
-            streams.append(generator)
-        return sample_step(model, env_factory, tasks, tok, cfg, generator)
-
-    monkeypatch.setattr(grpo, 'sample_step', spy)
+@pytest.mark.parametrize('options', [
+    dict(surrogate='gspo', surrogate_clip=(3e-4, 4e-4), top_entropy=0.3, sampler_correction='sequence_truncate',
+         sampler_threshold=2.0),
+    dict(surrogate='cispo', surrogate_clip=(1.0, 0.2), entropy_target=0.9, entropy_step=0.01, entropy_max=0.5,
+         sampler_correction='token_mask', sampler_threshold=2.0)], ids=['gspo+top-entropy', 'cispo+entropy-target'])
+def test_the_plugins_draw_nothing_from_the_training_streams(monkeypatch, options):
+    from test_mechanisms import guarded_run, overridden_hooks  # the guard of the chapter's plug-ins, reused
     cfg = arl.RLConfig(seed=1, sample_temperature=1.5, epochs=2, **SMALL)
-    for options in (dict(surrogate='gspo', surrogate_clip=(3e-4, 4e-4), top_entropy=0.3,
-                         sampler_correction='sequence_truncate', sampler_threshold=2.0),
-                    dict(surrogate='cispo', surrogate_clip=(1.0, 0.2), entropy_target=0.9, entropy_step=0.01,
-                         entropy_max=0.5, sampler_correction='token_mask', sampler_threshold=2.0)):
-        guards = [StreamGuard(p, streams) for p in arl.framework_plugins(options)]
-        trained(guards, cfg, steps=2, base=base)
-        for guard in guards:
-            assert guard.moved == [], (type(guard.inner).__name__, guard.moved)
+    guards, _ = guarded_run(monkeypatch, cfg, arl.framework_plugins(options) + [ActsAlone()])
+    for guard in guards:
+        assert guard.moved == [], (type(guard.inner).__name__, guard.moved)
+        assert overridden_hooks(guard.inner) <= guard.called, type(guard.inner).__name__  # every hook it has ran
 
 
 # ------------------------------------------------------------------------------------ the engine's aggregation

@@ -46,10 +46,10 @@ def runs_of_seed(runs, seed):
     return {name[:-len(suffix)]: run for name, run in runs.items() if name.endswith(suffix)}
 
 
-def run_summary(run):
+def run_summary(run, history_keys=HISTORY_KEYS, metric_keys=METRIC_KEYS):
     """The parts of a run the claims and the readings read: per-step history keys, held-out metrics, vocabulary size."""
-    history = [{key: step[key] for key in HISTORY_KEYS if key in step} for step in run['history']]
-    return dict(history=history, metrics={key: run['metrics'][key] for key in METRIC_KEYS},
+    history = [{key: step[key] for key in history_keys if key in step} for step in run['history']]
+    return dict(history=history, metrics={key: run['metrics'][key] for key in metric_keys},
                 vocab_size=run['vocab_size'])
 
 

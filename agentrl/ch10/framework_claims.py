@@ -9,7 +9,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from agentrl.ch10 import claims, experiments
+from agentrl.ch10 import across, claims, experiments
 from agentrl.ch10.claims import Claim, entropy_end, metric
 from agentrl.paths import FRAMEWORK_SWEEP
 from agentrl.substrate.config import active
@@ -23,7 +23,6 @@ ENTROPY_STEP, ENTROPY_MAX = 0.01, 0.5  # the controller's step per training step
 BASELINES = ('none', 'KL k3 0.3', 'KL k3+ 0.3')  # the chapter's settings the options are set against
 HISTORY_KEYS = ('step', 'entropy', 'reward', 'policy_tokens', 'kl_ref', 'ratio', 'clip_frac', 'entropy_coef',
                 'sampler_kl', 'sampler_weight', 'seq_clip_frac', 'capped_frac', 'top_entropy_frac')
-METRIC_KEYS = ('pass1', 'pass8', 'distinct', 'invalid', 'kl_start')
 AGREE = 0.05  # final entropies closer than this agree (the chapter's own threshold for its estimators)
 
 
@@ -68,8 +67,8 @@ def sweep_arms(seed=0, steps=40):
 
 
 def sweep_specs(seeds, steps=40, arms_of=sweep_arms):
-    """arms_of(seed, steps) (sweep_arms) of every seed, each renamed '<name> | seed <s>', so that one sweep holds them
-    all."""
+    """arms_of(seed, steps) (sweep_arms) of every seed, each renamed '<name> | seed <s>' as across.seed_specs names
+    them, so that one sweep holds them all (across.runs_of_seed takes one seed's back out)."""
     return [dataclasses.replace(spec, name=f'{spec.name} | seed {seed}')
             for seed in seeds for spec in arms_of(seed, steps)]
 
@@ -84,10 +83,9 @@ def load_record(path=None):
 
 
 def summary(run):
-    """What the claims and the notebook read of a run: per-step HISTORY_KEYS, held-out METRIC_KEYS, vocabulary size."""
-    history = [{key: step[key] for key in HISTORY_KEYS if key in step} for step in run['history']]
-    return dict(history=history, metrics={key: run['metrics'][key] for key in METRIC_KEYS},
-                vocab_size=run['vocab_size'])
+    """What the claims and the notebook read of a run: across.run_summary with this sweep's HISTORY_KEYS (the held-out
+    metrics are the same)."""
+    return across.run_summary(run, history_keys=HISTORY_KEYS)
 
 
 def late_mean(run, key, last=5):
