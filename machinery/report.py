@@ -81,8 +81,8 @@ def claims_section(section, recorded):
     readings = recorded.get(chapter.SEED_NOTEBOOK, chapter.EXPLANATIONS_KEY, []) if at_10_7 else []
     if readings:
         out.append('\n**Where a claim does not hold across the seeds: what each seed measured, and our reading '
-                   '(notebook 09; a reading is shown only where the fact it rests on holds on at least 4 of 5 '
-                   'seeds):**\n')
+                   '(notebook 09; a reading is shown only where the fact it rests on holds by the seed rule, '
+                   'on more than half the seeds):**\n')
         out.extend(explanation_lines(readings))
     return out + [''], counts
 

@@ -92,23 +92,27 @@ def test_seed_verdict_classifies_by_the_number_of_seeds_held():
     collapse = claims.by_key('collapse')
     per_seed = [{'none': run((0.6, 0.1))}, {'none': run((0.6, 0.5))}, {'none': run((0.6, 0.1))}]
     summary = claims.seed_verdict(collapse, per_seed, [0, 1, 2])
-    assert (summary['held'], summary['held_on'], summary['verdict']) == ([True, False, True], 2, 'seed-dependent')
+    assert (summary['held'], summary['held_on'], summary['verdict']) == ([True, False, True], 2, 'holds')
     assert claims.seed_verdict(collapse, per_seed[::2], [0, 2])['verdict'] == claims.HOLDS
     assert claims.seed_verdict(collapse, per_seed[1:2], [1])['verdict'] == claims.DOES_NOT_HOLD
-    five = per_seed + [{'none': run((0.6, 0.1))}, {'none': run((0.6, 0.5))}]  # held on seeds 0, 2, 3
-    assert claims.seed_verdict(collapse, five, range(5))['verdict'] == claims.SEED_DEPENDENT
-    assert claims.seed_verdict(collapse, five[:1] + five, range(6))['held_on'] == 4
+    assert claims.seed_verdict(collapse, per_seed[:2], [0, 1])['verdict'] == claims.SEED_DEPENDENT  # 1 of 2: a tie
+    five = per_seed + [{'none': run((0.6, 0.5))}, {'none': run((0.6, 0.5))}]  # held on seeds 0 and 2
+    assert claims.seed_verdict(collapse, five, range(5))['verdict'] == claims.DOES_NOT_HOLD
+    assert claims.seed_verdict(collapse, five[:1] + five, range(6))['held_on'] == 3
     assert claims.seed_verdict(collapse, [{}], [0]) is None
 
 
-@pytest.mark.parametrize('held_on,verdict', [(5, 'holds'), (4, 'holds'), (3, 'seed-dependent'), (2, 'seed-dependent'),
+@pytest.mark.parametrize('held_on,verdict', [(5, 'holds'), (4, 'holds'), (3, 'holds'), (2, 'does not hold'),
                                              (1, 'does not hold'), (0, 'does not hold')])
 def test_the_five_seed_rule(held_on, verdict):
     assert claims.seed_rule(held_on, 5) == verdict
 
 
-def test_the_seed_rule_on_three_seeds_and_bad_counts():
-    assert [claims.seed_rule(k, 3) for k in range(4)] == ['does not hold', 'seed-dependent', 'seed-dependent', 'holds']
+def test_the_seed_rule_on_even_seeds_and_bad_counts():
+    assert [claims.seed_rule(k, 4) for k in range(5)] == ['does not hold', 'does not hold', 'seed-dependent', 'holds',
+                                                          'holds']
+    assert claims.seed_rule_text(5) == 'holds: true on at least 3 of 5 seeds; does not hold: on at most 2'
+    assert claims.seed_rule_text(4).endswith('seed-dependent on a tie')
     with pytest.raises(ValueError, match='held_on'):
         claims.seed_rule(6, 5)
 
@@ -150,7 +154,7 @@ def test_recorded_seed_summaries_agree_with_their_per_seed_verdicts():
     for summary in nine[chapter.SEED_VERDICTS_KEY] + nine[chapter.SCALE_VERDICTS_KEY]:
         assert len(summary['held']) == len(summary['seeds']) and summary['held_on'] == sum(summary['held'])
         n, k = len(summary['seeds']), summary['held_on']
-        expected = 'holds' if 5 * k >= 4 * n else ('does not hold' if 5 * k <= n else 'seed-dependent')
+        expected = 'holds' if 2 * k > n else ('does not hold' if 2 * k < n else 'seed-dependent')
         assert summary['verdict'] == expected, summary['key']
     seed0 = {v['key']: v['held'] for stem in chapter.VERDICT_NOTEBOOKS
              for v in results.load(stem, RESULTS)[chapter.VERDICTS_KEY]}
@@ -193,10 +197,10 @@ def _seed_runs(lost, kl):
     return {'KL k3+ 1.0': dict(history=history, metrics=dict(kl_start=kl))}
 
 
-def test_an_explanation_is_shown_only_where_its_premise_holds_on_four_of_five_seeds():
+def test_an_explanation_is_shown_only_where_its_premise_holds_by_the_seed_rule():
     from agentrl.ch10 import explanations
     claim = claims.by_key('kl-1.0-holds-entropy')
-    for premise_on, shown in [(4, True), (3, False)]:
+    for premise_on, shown in [(3, True), (2, False)]:
         runs = [_seed_runs(0.2, 0.05 if i < premise_on else 0.15) for i in range(5)]  # premise: 0.2 > 2 * KL
         summary = claims.seed_verdict(claim, runs, range(5))
         assert summary['verdict'] == claims.DOES_NOT_HOLD  # -40% on every seed

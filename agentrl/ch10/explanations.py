@@ -2,7 +2,7 @@
 
 An explanation is written after a look at the runs, so it is a hypothesis, not a finding. Each one names the fact it
 rests on (its premise) and a check that measures that fact on one seed's runs. `explain` shows the explanation only
-if the premise holds by the same five-seed rule as the claims (true on at least 4 of 5 seeds); otherwise it says
+if the premise holds by the claims' seed rule (claims.seed_rule: true on more than half the seeds); otherwise it says
 that the premise is not met, with the numbers, so a rerun that changes the runs can never leave a stale reason.
 """
 import dataclasses
@@ -143,7 +143,7 @@ def explain(summary, runs_by_seed):
     """For a seed verdict (agentrl.ch10.claims.seed_verdict) that does not hold, with runs_by_seed[i] the runs of
     summary['seeds'][i] -> dict: key, text, verdict, held_on, seeds, evidence (the claim's measured numbers on each
     seed), premise, premise_held (per seed), premise_evidence (per seed) and explanation (None unless its premise
-    holds on at least 4 of 5 seeds, or if we have no explanation for the claim)."""
+    holds by claims.seed_rule, or if we have no explanation for the claim)."""
     if summary['verdict'] == HOLDS:
         raise ValueError(f'claim {summary["key"]!r} holds ({summary["held_on"]} of {len(summary["seeds"])} seeds): '
                          'there is nothing to explain')

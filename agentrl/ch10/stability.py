@@ -1,0 +1,95 @@
+"""How much a verdict hangs on the last bit of the arithmetic: the same claims judged on two arithmetic streams.
+
+A stream is one full set of TinyAgent runs on seeds 0-4, computed under one arithmetic: a CPU (AMD or Intel), MKL's
+branch, the optimiser's square root. Two streams start from the same code and seeds; they differ only in rounding,
+which training amplifies until a seed's run is, in effect, another draw. A stream is stored as data
+(data/streams/*.json): for every claim, whether it held on each seed.
+
+A seed rule turns a claim's per-seed outcomes into one word. A good rule gives the same word on both streams for as
+many claims as it can; a claim whose word still moves between streams is *fragile*, and is shown with both counts.
+"""
+import json
+from pathlib import Path
+
+from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, SEED_DEPENDENT, seed_rule
+from agentrl.paths import REPO
+
+STREAMS = REPO / 'data' / 'streams'  # the recorded streams, one JSON file each
+STABLE, FRAGILE = 'stable', 'fragile'
+
+
+def rule_share(held_on, n_seeds, holds_share, fails_share):
+    """HOLDS if held on at least holds_share of the seeds, DOES_NOT_HOLD if on at most fails_share, else
+    SEED_DEPENDENT."""
+    if not 0 <= held_on <= n_seeds or n_seeds < 1:
+        raise ValueError(f'held_on must be between 0 and n_seeds >= 1, got {held_on} of {n_seeds}')
+    if held_on >= holds_share * n_seeds - 1e-9:
+        return HOLDS
+    return DOES_NOT_HOLD if held_on <= fails_share * n_seeds + 1e-9 else SEED_DEPENDENT
+
+
+# The rules weighed against each other, written down before any stream was compared under them.
+CANDIDATE_RULES = {
+    '4 of 5': ('holds on at least 80% of the seeds, does not hold on at most 20%, seed-dependent between '
+               '(the rule until 2026-12-05)', lambda k, n: rule_share(k, n, 0.8, 0.2)),
+    'majority': ('holds on more than half the seeds, does not hold on fewer than half, seed-dependent on a tie',
+                 seed_rule),
+    'unanimous': ('holds on every seed, does not hold on none, seed-dependent otherwise',
+                  lambda k, n: rule_share(k, n, 1.0, 0.0)),
+}
+
+
+def load_stream(path):
+    """A recorded stream: {'label', 'cpu', 'arithmetic', 'seeds', 'held': {claim key: [bool per seed]}}."""
+    path = Path(path)
+    data = json.loads(path.read_text(encoding='utf-8'))
+    missing = {'label', 'cpu', 'arithmetic', 'seeds', 'held'} - set(data)
+    if missing:
+        raise ValueError(f'{path}: a stream needs label, cpu, arithmetic, seeds and held; missing {sorted(missing)}')
+    for key, held in data['held'].items():
+        if len(held) != len(data['seeds']) or not all(isinstance(h, bool) for h in held):
+            raise ValueError(f'{path}: claim {key!r} needs one true/false per seed ({len(data["seeds"])}), got {held}')
+    return data
+
+
+def recorded_streams(folder=STREAMS):
+    """Every stream recorded in folder, sorted by file name."""
+    return [load_stream(p) for p in sorted(Path(folder).glob('*.json'))]
+
+
+def stream_from_verdicts(seed_verdicts, label, cpu, arithmetic):
+    """A stream from seed-verdict dicts (agentrl.ch10.claims.seed_verdict): the per-seed outcomes, nothing else."""
+    seeds = {tuple(v['seeds']) for v in seed_verdicts}
+    if len(seeds) != 1:
+        raise ValueError(f'a stream is judged on one set of seeds; the verdicts have {sorted(seeds)}')
+    return dict(label=label, cpu=cpu, arithmetic=arithmetic, seeds=list(seeds.pop()),
+                held={v['key']: [bool(h) for h in v['held']] for v in seed_verdicts})
+
+
+def moved(rule, first, second):
+    """The claim keys (in first's order) that both streams judge and whose word under rule differs between them."""
+    return [key for key, held in first['held'].items() if key in second['held']
+            and rule(sum(held), len(held)) != rule(sum(second['held'][key]), len(second['held'][key]))]
+
+
+def rule_comparison(first, second, rules=None):
+    """[(name, description, moved keys)] for every candidate rule, in CANDIDATE_RULES order."""
+    rules = CANDIDATE_RULES if rules is None else rules
+    return [(name, text, moved(rule, first, second)) for name, (text, rule) in rules.items()]
+
+
+def stability(seed_verdicts, others, rule):
+    """For each seed-verdict dict (the current stream): its word, and the word and count on each other stream.
+
+    -> [{'key', 'verdict', 'held_on', 'n', 'others': [(label, verdict, held_on, n)], 'label': STABLE or FRAGILE}]
+    A claim an other stream did not record is compared with the streams that did.
+    """
+    rows = []
+    for v in seed_verdicts:
+        word = rule(v['held_on'], len(v['held']))
+        seen = [(s['label'], rule(sum(s['held'][v['key']]), len(s['held'][v['key']])), sum(s['held'][v['key']]),
+                 len(s['held'][v['key']])) for s in others if v['key'] in s['held']]
+        label = FRAGILE if any(other[1] != word for other in seen) else STABLE
+        rows.append(dict(key=v['key'], verdict=word, held_on=v['held_on'], n=len(v['held']), others=seen,
+                         label=label))
+    return rows
