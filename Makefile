@@ -5,28 +5,39 @@ VENV := .venv
 PY := $(VENV)/bin/python
 KERNEL := agentrl-ch10
 INSTALLED := $(VENV)/.setup-done
-SETUP := $(VENV)/.kernel-pinned
+SETUP = $(VENV)/.kernel-pinned-$(ARITHMETIC)
 KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 NB_TARGETS := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
 
-# One instruction set on every x86-64 machine (see agentrl/cpu.py): torch, MKL and oneDNN use their AVX2 kernels even
-# on AVX-512 CPUs, so every recipe computes the same bits as the committed outputs. A value already in the environment
-# wins; AGENTRL_CPU_PIN=0 turns the pin off. Elsewhere (ARM, x86-64 without AVX2) torch chooses its own kernels.
+# The CPU arithmetic (agentrl/cpu.py): each numerical library is pinned to one kernel choice on every x86-64 machine
+# with AVX2, so that a recipe computes the same bits as the committed outputs. ARITHMETIC=pinned (the default) holds
+# across machines of one CPU vendor; ARITHMETIC=portable takes MKL's SSE2 branch, honoured by Intel and AMD alike, at
+# about 1.45 times the cost of a GRPO step. A value already in the environment wins; AGENTRL_CPU_PIN=0 turns the pin
+# off. Elsewhere (ARM, x86-64 without AVX2) the libraries choose their own kernels.
+ARITHMETIC ?= pinned
+ifeq ($(filter pinned portable,$(ARITHMETIC)),)
+$(error ARITHMETIC=$(ARITHMETIC) is not an arithmetic: choose pinned (the default) or portable)
+endif
 ifneq ($(AGENTRL_CPU_PIN),0)
 ifeq ($(shell uname -m),x86_64)
 ifeq ($(shell [ ! -r /proc/cpuinfo ] || grep -qw avx2 /proc/cpuinfo && echo avx2),avx2)
+export AGENTRL_ARITHMETIC := $(ARITHMETIC)
 export ATEN_CPU_CAPABILITY ?= avx2
-export MKL_CBWR ?= AVX2
+export MKL_CBWR ?= $(if $(filter portable,$(ARITHMETIC)),COMPATIBLE,AVX2)
 export ONEDNN_MAX_CPU_ISA ?= AVX2
+export OPENBLAS_CORETYPE ?= Haswell
+export NPY_DISABLE_CPU_FEATURES ?= X86_V4 AVX512_ICL AVX512_SPR
 endif
 endif
 endif
 
-.PHONY: all chapter beyond notebooks report setup test test-fast pyramid calibrate bench profile lab html mutation mutation-report clean-venv $(NB_TARGETS)
+.PHONY: all chapter beyond notebooks report setup test probe test-fast pyramid calibrate bench profile lab html mutation mutation-report clean-venv $(NB_TARGETS)
 
+# After the notebooks, the arithmetic they were computed with is recorded beside them (machinery/arithmetic.py).
 all: notebooks
 	$(PY) -m machinery.report
+	$(PY) -m machinery.arithmetic --outputs >/dev/null
 
 # The virtual environment: pinned requirements, agentrl (editable), a Jupyter kernel inside the venv whose spec
 # carries the CPU pin in its env (on x86-64), so a notebook opened in `jupyter lab` is pinned from its first line.
@@ -40,12 +51,14 @@ $(INSTALLED): requirements.txt pyproject.toml
 	touch $@
 $(SETUP): $(INSTALLED) agentrl/cpu.py
 	$(PY) agentrl/cpu.py --kernel-spec $(KERNEL_SPEC)
+	rm -f $(VENV)/.kernel-pinned*
 	touch $@
 
 # The chapter (sections 10.1-10.8) or what goes beyond it, as agentrl/chapter.py lists them; then the report.
 chapter beyond: $(SETUP)
 	$(MAKE) $$($(PY) -m machinery.registry --$@)
 	$(PY) -m machinery.report
+	$(PY) -m machinery.arithmetic --outputs >/dev/null
 
 # Every notebook, executed headlessly; each replaces its committed copy only if it succeeds.
 notebooks: $(NB_TARGETS)
@@ -67,6 +80,10 @@ rl-base: $(SETUP)
 # executes them first).
 report: $(SETUP)
 	$(PY) -m machinery.report
+
+# The arithmetic probe: this machine's rows beside those the committed outputs were computed with.
+probe: $(SETUP)
+	$(PY) -m machinery.arithmetic --compare data/arithmetic/outputs.txt
 
 # The full suite (what CI runs; executes every notebook), and the development subset (no notebook, no long training).
 test: $(SETUP)

@@ -1,32 +1,39 @@
-"""Pin torch's CPU kernels to one instruction set, so that every x86-64 machine computes the same bits.
+"""Pin the CPU arithmetic, so that every x86-64 machine with AVX2 computes the same bits, or says it cannot.
 
-torch (ATen), MKL and oneDNN each pick their kernels from the CPU they run on: on an AVX-512 machine they use
-AVX-512 kernels, on an AVX2 machine AVX2 ones, and softmax, GELU or attention then differ in the last digits, which a
-training run amplifies. Three environment variables fix the choice to AVX2, which every x86-64 CPU since 2013 has:
+Each numerical library picks its kernels by the CPU it finds, and kernels differ in their last bits:
 
-  ATEN_CPU_CAPABILITY=avx2   ATen's own vectorised kernels (softmax, log-softmax, attention, ...)
-  MKL_CBWR=AVX2              MKL's conditional numerical reproducibility mode (matrix multiplies)
-  ONEDNN_MAX_CPU_ISA=AVX2    oneDNN's highest instruction set (element-wise ops such as GELU)
+  ATEN_CPU_CAPABILITY=avx2     ATen's own vectorised kernels (softmax, layer norm, GELU, the fused Adam step, ...)
+  MKL_CBWR=AVX2 or COMPATIBLE  MKL's branch for matrix products (torch's linear, mm, bmm, the attention's products)
+                               and its vector maths (torch's exp, log, sqrt, ...)
+  ONEDNN_MAX_CPU_ISA=AVX2      oneDNN's highest instruction set
+  OPENBLAS_CORETYPE=Haswell    numpy's OpenBLAS kernel (numpy's matmul; matplotlib's transforms)
+  NPY_DISABLE_CPU_FEATURES     numpy's own SIMD loops: its AVX-512 float64 exp and log differ from its AVX2 ones
 
-Each library reads its variable once, when it first needs it: ATen at its first dispatched operation, MKL and oneDNN
-when they initialise. `pin_cpu_kernels()` therefore has to run before torch computes anything; `agentrl/__init__.py`
-calls it before importing torch, and setting `os.environ` inside the process is then enough (checked: a fresh
-process that sets the three in `os.environ` and then imports torch reports capability 'AVX2' and computes the same
-bits as one started with them in its environment). `make` and the `agentrl-ch10` Jupyter kernel also put them in the
-environment of every process they start, so a notebook that imports torch before agentrl is pinned too, and
-spawned run workers inherit them (and import agentrl first in any case).
+Each library reads its variable once, when it first needs it, so the pin has to be in os.environ before torch and
+numpy start; `agentrl/__init__.py` sets it before importing either. `make` and the `agentrl-ch10` Jupyter kernel also
+put it in the environment of every process they start, and spawned run workers inherit it.
+
+MKL is the one library that does not obey on every CPU. Intel documents its instruction-set branches (AVX2, AVX512)
+as Intel-only: on an AMD CPU, MKL_CBWR=AVX2 runs MKL's reproducible mode with its automatic branch, so an Intel and
+an AMD machine under the same pin compute different matrix products, attention and vector maths. MKL_CBWR=COMPATIBLE
+(MKL's SSE2 branch) is honoured on both: under it an AMD EPYC and an Intel Xeon agreed on every operation an
+arithmetic probe hashed but torch's Adam step, whose square root is MKL's vector maths and not exactly rounded (the
+project's optimisers therefore take torch's fused Adam, whose square root is ATen's own and exact). It costs about
+1.45 times a GRPO step (AMD EPYC). Two arithmetics, then:
+
+  pinned    (default)  the AVX2 pin above: the same bits on every machine of one CPU vendor
+  portable             MKL_CBWR=COMPATIBLE instead: the same bits on Intel and AMD, slower
+
+chosen with AGENTRL_ARITHMETIC=pinned|portable (`make ARITHMETIC=portable`). Which arithmetic a machine computes
+with is summed up by the probe's digest; the committed outputs record theirs (data/arithmetic/).
 
 The rules:
-  - only on x86-64 (platform.machine() 'x86_64' or 'AMD64') whose CPU has AVX2; elsewhere (ARM, ...) torch's own
-    choice is left alone, and the TinyAgent digits may then differ from the committed outputs;
-  - a variable already set in the environment is respected (an explicit choice, e.g. ATEN_CPU_CAPABILITY=default to
-    compare), with a warning if it differs from the pin;
+  - only on x86-64 (platform.machine() 'x86_64' or 'AMD64') whose CPU has AVX2; elsewhere (ARM, ...) the libraries'
+    own choice is left alone, and the TinyAgent digits then differ from the committed outputs;
+  - a variable already set in the environment is respected (an explicit choice), with a warning if it differs;
   - AGENTRL_CPU_PIN=0 turns the pin off entirely (to measure what it costs);
   - if torch had already chosen another capability before the pin (torch imported and used before agentrl), a
     warning says so: the pin can no longer take effect in that process.
-
-On AMD CPUs MKL honours only the AUTO and COMPATIBLE branches of MKL_CBWR (Intel documents the others as Intel-only):
-MKL_CBWR=AVX2 then runs MKL in its reproducible mode with the automatic branch (MKL_VERBOSE=1 reports 'CNR:AUTO').
 """
 import argparse
 import json
@@ -35,9 +42,31 @@ import platform
 import sys
 import warnings
 
-PINS = {'ATEN_CPU_CAPABILITY': 'avx2', 'MKL_CBWR': 'AVX2', 'ONEDNN_MAX_CPU_ISA': 'AVX2'}
+NUMPY_AVX512 = 'X86_V4 AVX512_ICL AVX512_SPR'  # numpy's AVX-512 dispatch targets: left out, numpy runs its AVX2 loops
+ARITHMETICS = {
+    'pinned': {'ATEN_CPU_CAPABILITY': 'avx2', 'MKL_CBWR': 'AVX2', 'ONEDNN_MAX_CPU_ISA': 'AVX2',
+               'OPENBLAS_CORETYPE': 'Haswell', 'NPY_DISABLE_CPU_FEATURES': NUMPY_AVX512},
+    'portable': {'ATEN_CPU_CAPABILITY': 'avx2', 'MKL_CBWR': 'COMPATIBLE', 'ONEDNN_MAX_CPU_ISA': 'AVX2',
+                 'OPENBLAS_CORETYPE': 'Haswell', 'NPY_DISABLE_CPU_FEATURES': NUMPY_AVX512},
+}
+DEFAULT_ARITHMETIC = 'pinned'
+ARITHMETIC_VAR = 'AGENTRL_ARITHMETIC'  # 'pinned' (default) or 'portable'
+PINS = ARITHMETICS[DEFAULT_ARITHMETIC]  # the default pin's variables
 X86_64 = ('x86_64', 'AMD64')
 OPT_OUT = 'AGENTRL_CPU_PIN'  # '0' turns the pin off
+
+
+def arithmetic():
+    """The arithmetic asked for: AGENTRL_ARITHMETIC, else 'pinned'; anything else is refused, naming the choices."""
+    name = os.environ.get(ARITHMETIC_VAR) or DEFAULT_ARITHMETIC
+    if name not in ARITHMETICS:
+        raise ValueError(f'{ARITHMETIC_VAR}={name!r} is not an arithmetic; choose one of {", ".join(ARITHMETICS)}')
+    return name
+
+
+def pins():
+    """The pin variables of the arithmetic asked for (ARITHMETICS[arithmetic()])."""
+    return ARITHMETICS[arithmetic()]
 
 
 def is_x86_64():
@@ -75,14 +104,14 @@ def pin_cpu_kernels():
     if not pin_wanted():
         return {}
     set_now = {}
-    for name, value in PINS.items():
+    for name, value in pins().items():
         current = os.environ.get(name)
         if current is None:
             os.environ[name] = value
             set_now[name] = value
         elif current.upper() != value.upper():
             warnings.warn(f'{name}={current} is set in the environment and overrides agentrl\'s pin ({name}={value}); '
-                          'TinyAgent results may differ in their last digits from the committed outputs',
+                          'results may differ in their last digits from the committed outputs',
                           RuntimeWarning, stacklevel=2)
     if 'torch' in sys.modules:  # torch came first: did its dispatcher already choose?
         chosen = sys.modules['torch'].backends.cpu.get_cpu_capability()  # fixes the choice now if not yet made
@@ -90,7 +119,7 @@ def pin_cpu_kernels():
         if chosen != wanted:
             warnings.warn(f'torch already dispatches {chosen} kernels (it ran before agentrl was imported), not '
                           f'{wanted}: the CPU pin is not in force in this process. Import agentrl before torch, or '
-                          'start Python with ' + ' '.join(f'{k}={v}' for k, v in PINS.items()) + ' in its '
+                          'start Python with ' + ' '.join(f'{k}={v!r}' for k, v in pins().items()) + ' in its '
                           'environment (make and the agentrl-ch10 Jupyter kernel do)', RuntimeWarning, stacklevel=2)
     return set_now
 
@@ -103,19 +132,19 @@ def cpu_pin_status():
     """
     import torch
 
-    status = {'machine': platform.machine(), 'pin_applies': pin_wanted(),
+    status = {'machine': platform.machine(), 'pin_applies': pin_wanted(), 'arithmetic': arithmetic(),
               'capability': torch.backends.cpu.get_cpu_capability()}
     status.update({name: os.environ.get(name) for name in PINS})
     return status
 
 
 def pin_in_force():
-    """True if torch dispatches AVX2 kernels and the three variables hold the pin; None where the pin does not apply."""
+    """True if torch dispatches AVX2 kernels and the variables hold the pin; None where the pin does not apply."""
     if not pin_wanted():
         return None
     status = cpu_pin_status()
     return status['capability'] == 'AVX2' and all((status[name] or '').upper() == value.upper()
-                                                  for name, value in PINS.items())
+                                                  for name, value in pins().items())
 
 
 def pin_kernel_spec(path):
@@ -123,9 +152,10 @@ def pin_kernel_spec(path):
     out; the kernel then starts pinned whoever launches it (papermill, nbclient, a reader's `jupyter lab`)."""
     with open(path) as f:
         spec = json.load(f)
-    env = {k: v for k, v in spec.get('env', {}).items() if k not in PINS}
+    env = {k: v for k, v in spec.get('env', {}).items() if k not in PINS and k != ARITHMETIC_VAR}
     if pin_wanted():
-        env.update(PINS)
+        env.update(pins())
+        env[ARITHMETIC_VAR] = arithmetic()
     if env:
         spec['env'] = env
     else:
@@ -134,6 +164,17 @@ def pin_kernel_spec(path):
         json.dump(spec, f, indent=1)
         f.write('\n')
     return env
+
+
+def adam(parameters, lr, weight_decay=None):
+    """torch's Adam (AdamW when weight_decay is given) in its fused form: one ATen kernel per step whose square root is
+    exactly rounded. The default, unfused step takes MKL's vector square root, which is not, and whose last bit
+    differs between MKL's branches and so between CPU vendors."""
+    import torch
+
+    if weight_decay is None:
+        return torch.optim.Adam(parameters, lr=lr, fused=True)
+    return torch.optim.AdamW(parameters, lr=lr, weight_decay=weight_decay, fused=True)
 
 
 class fixed_threads:
@@ -163,7 +204,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.kernel_spec:
         env = pin_kernel_spec(args.kernel_spec)
-        pinned = ' '.join(f'{k}={env[k]}' for k in PINS if k in env)
+        pinned = ' '.join(f'{k}={env[k]!r}' for k in [*PINS, ARITHMETIC_VAR] if k in env)
         print(f'{args.kernel_spec}: ' + (f'kernel pinned ({pinned})' if pinned else 'no CPU pin on this machine'))
     else:
         pin_cpu_kernels()

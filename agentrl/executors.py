@@ -17,7 +17,7 @@ from multiprocessing import get_context
 from urllib.parse import urlsplit
 
 from agentrl import stopping
-from agentrl.cpu import PINS
+from agentrl.cpu import ARITHMETIC_VAR, PINS, pins
 from agentrl.fingerprint import kernel_choice
 
 SCHEDULER_VARIABLE = 'AGENTRL_DASK_SCHEDULER'  # a Dask scheduler's address (tcp://host:8786): sweeps go to its cluster
@@ -118,7 +118,8 @@ def dask_worker_threads():
 def pin_environment():
     """This process's CPU pin as a job carries it: the pin variables set here (agentrl.cpu.PINS) and the kernels
     torch computes with (agentrl.fingerprint.kernel_choice)."""
-    return dict(variables={name: os.environ[name] for name in PINS if name in os.environ}, kernels=kernel_choice())
+    carried = [*PINS, ARITHMETIC_VAR]
+    return dict(variables={name: os.environ[name] for name in carried if name in os.environ}, kernels=kernel_choice())
 
 
 def pinned(pin, function, *args):
@@ -139,7 +140,7 @@ def pinned(pin, function, *args):
     if here != pin['kernels']:
         raise RuntimeError(f'worker {socket.gethostname()} (pid {os.getpid()}) computes with the CPU kernels '
                            f'{here}, the caller with {pin["kernels"]}: its results would differ. Start the worker '
-                           'on the same kind of machine, with ' + ' '.join(f'{k}={v}' for k, v in PINS.items())
+                           'on the same kind of machine, with ' + ' '.join(f'{k}={v!r}' for k, v in pins().items())
                            + ' in its environment (or import agentrl before torch in it)')
     return function(*args)
 

@@ -12,7 +12,7 @@ from functools import lru_cache
 from agentrl.paths import PACKAGE
 
 # Modules whose code decides an RL base's weights or a run's numbers (relative to agentrl/).
-TRAINING_MODULES = ('core/logprobs.py', 'core/kl.py', 'core/metrics.py', 'core/off_policy.py', 'core/aggregation.py',
+TRAINING_MODULES = ('cpu.py', 'core/logprobs.py', 'core/kl.py', 'core/metrics.py', 'core/off_policy.py', 'core/aggregation.py',
                     'core/entropy_control.py',
                     'substrate/config.py', 'substrate/task_families.py', 'substrate/sandbox.py', 'substrate/gym.py', 'substrate/tokenizer.py', 'substrate/model.py',
                     'substrate/sft.py', 'substrate/rollout.py', 'substrate/grpo.py',
@@ -53,4 +53,5 @@ def kernel_choice():
     import torch  # only called once agentrl has pinned the kernels (agentrl/__init__.py)
 
     return dict(machine=platform.machine(), aten=torch.backends.cpu.get_cpu_capability(),
-                mkl_cbwr=os.environ.get('MKL_CBWR'), onednn=os.environ.get('ONEDNN_MAX_CPU_ISA'))
+                mkl_cbwr=os.environ.get('MKL_CBWR'), onednn=os.environ.get('ONEDNN_MAX_CPU_ISA'),
+                openblas=os.environ.get('OPENBLAS_CORETYPE'), numpy_off=os.environ.get('NPY_DISABLE_CPU_FEATURES'))

@@ -40,7 +40,7 @@ import time
 import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
-from agentrl.cpu import PINS, cpu_pin_status
+from agentrl.cpu import ARITHMETIC_VAR, ARITHMETICS, PINS, adam, cpu_pin_status
 from agentrl.paths import cache_dir
 from agentrl.substrate.config import active
 from agentrl.substrate.grpo import RLConfig, compute_advantages, rl_update
@@ -136,7 +136,7 @@ def grpo_steps(repetitions, model, tok, count=False, sequence_length=None, **ove
     cfg = RLConfig(**overrides)
     torch.manual_seed(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+    optimizer = adam(model.parameters(), lr=cfg.lr)
     if sequence_length is None:
         env_factory = lambda: make_env(cfg)  # noqa: E731
     else:
@@ -308,37 +308,40 @@ def pin_cost_worker(steps):
 
 
 def pin_cost(steps, rounds):
-    """Run pin_cost_worker in fresh processes, pinned and unpinned alternately, and print the medians."""
-    results = {'pinned': [], 'unpinned': []}
+    """Run pin_cost_worker in fresh processes under each arithmetic and unpinned, alternately; print the medians and
+    each setting's ratio to the unpinned one (each setting builds its own RL base once, outside the timing)."""
+    settings = {name: pins for name, pins in ARITHMETICS.items()}
+    settings['unpinned'] = None
+    results = {name: [] for name in settings}
     for _ in range(rounds):
-        for setting in results:
-            env = {k: v for k, v in os.environ.items() if k not in PINS}
-            if setting == 'pinned':
-                env.update(PINS)
-                env.pop('AGENTRL_CPU_PIN', None)
-            else:
+        for setting, variables in settings.items():
+            env = {k: v for k, v in os.environ.items() if k not in PINS and k not in (ARITHMETIC_VAR, 'AGENTRL_CPU_PIN')}
+            if variables is None:
                 env['AGENTRL_CPU_PIN'] = '0'
+            else:
+                env.update(variables)
+                env[ARITHMETIC_VAR] = setting
             command = [sys.executable, '-m', 'machinery.bench', '--pin-cost-worker', '--steps', str(steps)]
             out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
             results[setting].append(json.loads(out.strip().splitlines()[-1]))
-    capability = {s: sorted({r['capability'] for r in rs}) for s, rs in results.items()}
-    print(f'torch {torch.__version__}; {platform.machine()}; {rounds} processes per setting, alternated; '
-          f'load average (1 min) {os.getloadavg()[0]:.2f} at the end')
-    print(f'capability: pinned {capability["pinned"]}, unpinned {capability["unpinned"]}')
+    print(f'torch {torch.__version__}; {platform.machine()}; {cpu_name()}; {rounds} processes per setting, '
+          f'alternated; load average (1 min) {os.getloadavg()[0]:.2f} at the end')
+    print('capability: ' + ', '.join(f'{s} {sorted({r["capability"] for r in rs})}' for s, rs in results.items()))
     print()
-    print('| workload | pinned | unpinned | pinned / unpinned |')
-    print('|---|---|---|---|')
-    def cell(setting, key, scale, digits):
-        values = [r[key] / scale for r in results[setting]]
-        return f'{statistics.median(values):.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})'
+    print('| workload | ' + ' | '.join(results) + ' | ' + ' | '.join(f'{s} / unpinned' for s in ARITHMETICS) + ' |')
+    print('|---|' + '---|' * (len(results) + len(ARITHMETICS)))
 
-    rate = {s: statistics.median(r['rate'] for r in rs) for s, rs in results.items()}
-    step = {s: statistics.median(r['step'] for r in rs) for s, rs in results.items()}
-    print(f'| float32 512x512 matmul, 1 thread (GFLOP/s, higher is faster) | {cell("pinned", "rate", 1e9, 1)} | '
-          f'{cell("unpinned", "rate", 1e9, 1)} | {rate["pinned"] / rate["unpinned"]:.2f} |')
-    print(f'| default GRPO step, 1 thread (s, median of {steps} per process) | {cell("pinned", "step", 1, 3)} | '
-          f'{cell("unpinned", "step", 1, 3)} | {step["pinned"] / step["unpinned"]:.2f} |')
-    print('medians over the processes (min-max in brackets); the last column divides the medians')
+    def row(label, key, scale, digits):
+        cells, medians = [], {}
+        for setting, found in results.items():
+            values = [r[key] / scale for r in found]
+            medians[setting] = statistics.median(values)
+            cells.append(f'{medians[setting]:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})')
+        ratios = [f'{medians[s] / medians["unpinned"]:.2f}' for s in ARITHMETICS]
+        print(f'| {label} | ' + ' | '.join(cells + ratios) + ' |')
+
+    row('float32 512x512 matmul, 1 thread (GFLOP/s, higher is faster)', 'rate', 1e9, 1)
+    row(f'default GRPO step, 1 thread (s, median of {steps} per process)', 'step', 1, 3)
 
 
 def main(argv=None):

@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PINS = {'ATEN_CPU_CAPABILITY': 'avx2', 'MKL_CBWR': 'AVX2', 'ONEDNN_MAX_CPU_ISA': 'AVX2'}
+NUMPY_OFF = 'X86_V4 AVX512_ICL AVX512_SPR'
+ARITHMETICS = {  # restated here, not imported: the tests hold agentrl.cpu to them
+    'pinned': {'ATEN_CPU_CAPABILITY': 'avx2', 'MKL_CBWR': 'AVX2', 'ONEDNN_MAX_CPU_ISA': 'AVX2',
+               'OPENBLAS_CORETYPE': 'Haswell', 'NPY_DISABLE_CPU_FEATURES': NUMPY_OFF},
+    'portable': {'ATEN_CPU_CAPABILITY': 'avx2', 'MKL_CBWR': 'COMPATIBLE', 'ONEDNN_MAX_CPU_ISA': 'AVX2',
+                 'OPENBLAS_CORETYPE': 'Haswell', 'NPY_DISABLE_CPU_FEATURES': NUMPY_OFF},
+}
+PINS = ARITHMETICS[os.environ.get('AGENTRL_ARITHMETIC') or 'pinned']  # what make asked for (pinned unless told)
 KERNEL = 'agentrl-ch10'
 X86_64 = platform.machine() in ('x86_64', 'AMD64')
 on_x86_64 = pytest.mark.skipif(not X86_64, reason=f'the CPU pin applies on x86-64 only; this machine is '
@@ -143,7 +150,7 @@ def test_rules(monkeypatch):
     from agentrl import cpu
 
     def fresh(machine, avx2=True, **env):
-        for name in list(PINS) + ['AGENTRL_CPU_PIN']:
+        for name in list(PINS) + ['AGENTRL_CPU_PIN', 'AGENTRL_ARITHMETIC']:
             monkeypatch.delenv(name, raising=False)
         for name, value in env.items():
             monkeypatch.setenv(name, value)
@@ -151,10 +158,17 @@ def test_rules(monkeypatch):
         monkeypatch.setattr(cpu, 'has_avx2', lambda: avx2)
         monkeypatch.delitem(sys.modules, 'torch', raising=False)  # as before torch's import (restored afterwards)
 
+    default = ARITHMETICS['pinned']
     fresh('x86_64')
-    assert cpu.pin_cpu_kernels() == PINS and {k: os.environ[k] for k in PINS} == PINS
+    assert cpu.pin_cpu_kernels() == default and {k: os.environ[k] for k in default} == default
     fresh('AMD64')
-    assert cpu.pin_cpu_kernels() == PINS
+    assert cpu.pin_cpu_kernels() == default
+    fresh('x86_64', AGENTRL_ARITHMETIC='portable')
+    assert cpu.pin_cpu_kernels() == ARITHMETICS['portable'] and os.environ['MKL_CBWR'] == 'COMPATIBLE'
+    fresh('x86_64', AGENTRL_ARITHMETIC='exact')
+    with pytest.raises(ValueError, match="AGENTRL_ARITHMETIC='exact' is not an arithmetic; choose one of pinned, "
+                                         "portable"):
+        cpu.pin_cpu_kernels()
     for machine in ('aarch64', 'arm64', 'ppc64le'):
         fresh(machine)
         assert cpu.pin_cpu_kernels() == {} and not any(k in os.environ for k in PINS)
@@ -164,9 +178,9 @@ def test_rules(monkeypatch):
     assert cpu.pin_cpu_kernels() == {} and not any(k in os.environ for k in PINS)
     fresh('x86_64', ATEN_CPU_CAPABILITY='default')
     with pytest.warns(RuntimeWarning, match='ATEN_CPU_CAPABILITY=default is set in the environment'):
-        assert cpu.pin_cpu_kernels() == {k: v for k, v in PINS.items() if k != 'ATEN_CPU_CAPABILITY'}
+        assert cpu.pin_cpu_kernels() == {k: v for k, v in default.items() if k != 'ATEN_CPU_CAPABILITY'}
     assert os.environ['ATEN_CPU_CAPABILITY'] == 'default'
-    fresh('x86_64', **PINS)  # already set to the pin (by make or the kernel spec): nothing to do, no warning
+    fresh('x86_64', **default)  # already set to the pin (by make or the kernel spec): nothing to do, no warning
     with warnings.catch_warnings():
         warnings.simplefilter('error')
         assert cpu.pin_cpu_kernels() == {}
@@ -179,8 +193,10 @@ def test_kernel_spec_rewrite(tmp_path, monkeypatch):
     path = tmp_path / 'kernel.json'
     path.write_text(json.dumps({'argv': ['python'], 'display_name': 'x', 'env': {'OTHER': '1'}}))
     monkeypatch.setattr(cpu, 'pin_wanted', lambda: True)
-    cpu.pin_kernel_spec(path)
-    assert json.loads(path.read_text())['env'] == dict(OTHER='1', **PINS)
+    for name in ('pinned', 'portable'):
+        monkeypatch.setenv('AGENTRL_ARITHMETIC', name)
+        cpu.pin_kernel_spec(path)
+        assert json.loads(path.read_text())['env'] == dict(OTHER='1', **ARITHMETICS[name], AGENTRL_ARITHMETIC=name)
     monkeypatch.setattr(cpu, 'pin_wanted', lambda: False)
     cpu.pin_kernel_spec(path)
     assert json.loads(path.read_text())['env'] == {'OTHER': '1'}

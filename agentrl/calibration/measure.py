@@ -16,6 +16,7 @@ from agentrl import executors
 from agentrl.calibration.rows import ROWS, band_distance, judge, rows_held  # noqa: F401 (the search reads them here)
 from agentrl.ch10.evaluation import diversity
 from agentrl.core.logprobs import entropy_from_logits, masked_mean, selected_log_probs
+from agentrl import cpu
 from agentrl.cpu import fixed_threads
 from agentrl.substrate.config import use
 from agentrl.substrate.grpo import Plugin, RLConfig, compute_advantages, policy_loss, train_rl
@@ -71,7 +72,7 @@ def push_batch(rl_base, batch, advantages, cfg, updates=PUSH_UPDATES, lr=PUSH_LR
         before = masked_mean(entropy_from_logits(logits), mask).item()
     rewarded = (advantages[:, None] > 0) & (mask > 0)  # [B, T-1]
     policy = copy.deepcopy(rl_base)
-    adam = torch.optim.Adam(policy.parameters(), lr=lr)
+    adam = cpu.adam(policy.parameters(), lr=lr)
     for _ in range(updates):
         loss, stats = policy_loss(selected_log_probs(policy(ids)[:, :-1], ids[:, 1:]), old_logp, advantages, mask, cfg)
         adam.zero_grad()

@@ -14,7 +14,7 @@ import pydantic
 import torch
 from pydantic import AfterValidator, Field
 
-from agentrl.cpu import fixed_threads
+from agentrl.cpu import adam, fixed_threads
 from agentrl.core.aggregation import AGGREGATIONS, aggregate
 from agentrl.core.kl import KL_KINDS, check_kl_kind, kl_penalty
 from agentrl.core.logprobs import check_same_shape, entropy_from_logits, masked_mean, selected_log_probs
@@ -364,7 +364,7 @@ def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='
         gen = torch.Generator().manual_seed(cfg.seed)  # task draws, sampling, minibatch order: one stream
         for plugin in plugins:
             plugin.begin(model, cfg)
-        optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
+        optimizer = adam(model.parameters(), lr=cfg.lr)
         acts_alone = any(p.acts_alone for p in plugins)
         history = []
         for step in progress(range(steps), desc=label):

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from agentrl.cpu import fixed_threads
+from agentrl.cpu import adam, fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import cache_dir
 from agentrl.substrate.config import CAREFUL, active
@@ -123,7 +123,7 @@ def sft_train(model, demos, pad_id, steps, batch_size, lr, weight_decay, generat
         ids[b, :len(seq)] = torch.tensor(seq)
         mask[b, :len(seq) - 1] = torch.tensor(policy[1:], dtype=torch.float)
     lengths = (ids != pad_id).sum(1)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=weight_decay)
+    optimizer = adam(model.parameters(), lr=lr, weight_decay=weight_decay)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.1 + 0.45 * (1 + math.cos(math.pi * s / steps)))
     order, losses = torch.empty(0, dtype=torch.long), []
     for _ in progress(range(steps), desc=desc):

@@ -1,0 +1,241 @@
+"""The arithmetic probe: the bits this machine computes for every kind of operation the companion's numbers rest on.
+
+Each row runs one operation on inputs drawn from its own seeded generator and hashes the result's bytes. Two machines
+(or two settings of one machine) that print the same row compute the same bits for that operation; a row that
+differs names where their results part. The digest of all rows names the arithmetic as a whole: the committed
+outputs record the digest they were computed with (data/arithmetic/outputs.txt), and the tests that compare a fresh
+execution with them digit for digit run only where this machine's digest is the same.
+
+    python -m machinery.arithmetic                       # print this machine's rows
+    python -m machinery.arithmetic --compare FILE        # and the rows that differ from a recorded probe
+    python -m machinery.arithmetic --write FILE          # record them
+
+Run it as make does (the pin in the environment, or agentrl imported before torch, which this module does).
+"""
+import argparse
+import hashlib
+import math
+import os
+import platform
+import sys
+from pathlib import Path
+
+import agentrl  # noqa: F401  (sets the CPU pin before torch and numpy load)
+from agentrl.atomic import atomic_output
+from agentrl.cpu import PINS, arithmetic, pin_wanted
+from agentrl.paths import REPO
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+REFERENCES = REPO / 'data' / 'arithmetic'  # recorded probes, one file each
+OUTPUTS = REFERENCES / 'outputs.txt'  # the probe of the machine and arithmetic the committed outputs came from
+TOKENS, WIDTH, HIDDEN, VOCAB, HEADS = 1920, 64, 256, 316, 4  # a TinyAgent update's rows and widths
+
+
+def cpu_name():
+    """The CPU's model name ('AMD EPYC', 'Intel(R) Xeon(R) ...'), or what platform knows."""
+    try:
+        with open('/proc/cpuinfo') as f:
+            for line in f:
+                if line.startswith('model name'):
+                    return line.split(':', 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def fingerprint(value):
+    """16 hex digits of SHA-256 over a result's bytes (tensors and arrays) or its repr (Python numbers)."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().contiguous().numpy()
+    if isinstance(value, np.ndarray):
+        return hashlib.sha256(np.ascontiguousarray(value).tobytes()).hexdigest()[:16]
+    return hashlib.sha256(repr(value).encode()).hexdigest()[:16]
+
+
+def _draw(seed, *shape, scale=1.0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def _torch_rows():
+    F = torch.nn.functional
+    x, hidden, grad_out = _draw(1, TOKENS, WIDTH), _draw(2, TOKENS, HIDDEN), _draw(3, TOKENS, VOCAB)
+    logits = _draw(4, TOKENS, VOCAB, scale=3.0)
+    q, k, v = (_draw(10 + i, 32, HEADS, 60, WIDTH // HEADS) for i in range(3))
+    return [
+        ('torch linear: attention in projection [1920, 64] -> 192', lambda: F.linear(x, _draw(5, 3 * WIDTH, WIDTH, scale=.1))),
+        ('torch linear: MLP in [1920, 64] -> 256', lambda: F.linear(x, _draw(6, HIDDEN, WIDTH, scale=.1))),
+        ('torch linear: MLP out [1920, 256] -> 64', lambda: F.linear(hidden, _draw(7, WIDTH, HIDDEN, scale=.1))),
+        ('torch linear: head [1920, 64] -> 316', lambda: F.linear(x, _draw(8, VOCAB, WIDTH, scale=.1))),
+        ('torch linear: a decode tick [64, 64] -> 192', lambda: F.linear(x[:64], _draw(5, 3 * WIDTH, WIDTH, scale=.1))),
+        ('torch matmul: head weight gradient [316, 1920] @ [1920, 64]', lambda: grad_out.t() @ x),
+        ('torch bmm: one query over 60 keys [128, 1, 16] @ [128, 16, 60]',
+         lambda: q[:, :, :1].reshape(-1, 1, 16) @ k.reshape(-1, 60, 16).transpose(1, 2)),
+        ('torch attention: causal [32, 4, 60, 16]', lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+        ('torch attention: one query [32, 4, 1, 16] over 60', lambda: F.scaled_dot_product_attention(q[:, :, -1:], k, v)),
+        ('torch softmax [1920, 316]', lambda: torch.softmax(logits, -1)),
+        ('torch log_softmax [1920, 316]', lambda: torch.log_softmax(logits, -1)),
+        ('torch exp', lambda: torch.exp(logits)),
+        ('torch expm1 (the k3 estimator)', lambda: torch.expm1(logits / 10)),
+        ('torch log', lambda: torch.log(logits.abs() + 1e-3)),
+        ('torch log1p', lambda: torch.log1p(logits.abs())),
+        ('torch sqrt (MKL vector maths)', lambda: torch.sqrt(logits.abs())),
+        ('torch tanh', lambda: torch.tanh(logits)),
+        ('torch gelu', lambda: F.gelu(logits)),
+        ('torch layer_norm [1920, 64]', lambda: F.layer_norm(x, (WIDTH,))),
+        ('torch sum of [1920, 316]', lambda: logits.sum()),
+        ('torch mean over rows', lambda: logits.mean(-1)),
+        ('torch cumsum of probabilities', lambda: torch.softmax(logits, -1).cumsum(-1)),
+        ('torch multinomial with a Generator', lambda: torch.multinomial(
+            torch.softmax(logits[:64], -1), 1, generator=torch.Generator().manual_seed(20))),
+        ('torch randn with a Generator', lambda: _draw(21, 1000)),
+    ]
+
+
+def _adam_step(fused):
+    """One Adam step on fixed parameters and gradients (the unfused step is torch's default; ours is fused)."""
+    param = torch.nn.Parameter(_draw(30, 4096))
+    param.grad = _draw(31, 4096, scale=1e-3)
+    optimizer = torch.optim.Adam([param], lr=1e-3, fused=fused)
+    for _ in range(3):
+        optimizer.step()
+    return param.detach()
+
+
+def _tinyagent_rows():
+    """A forward, a backward and optimiser steps of the project's own TinyAgent and optimiser."""
+    from agentrl.cpu import adam
+    from agentrl.substrate.model import ModelConfig, TinyAgent
+
+    torch.manual_seed(40)
+    model = TinyAgent(ModelConfig(vocab_size=VOCAB))
+    ids = torch.randint(0, VOCAB, (32, 60), generator=torch.Generator().manual_seed(41))
+
+    def loss():
+        out = model(ids)  # [B, T, V]
+        return -torch.log_softmax(out[:, :-1], -1).gather(-1, ids[:, 1:, None]).mean(), out
+
+    value, out = loss()
+    rows = [('TinyAgent forward [32, 60] -> logits', out)]
+    value.backward()
+    rows.append(('TinyAgent backward: every gradient', torch.cat([p.grad.flatten() for p in model.parameters()])))
+    optimizer = adam(model.parameters(), lr=1e-3)
+    optimizer.step()
+    rows.append(('TinyAgent after one Adam step (agentrl.cpu.adam)', torch.cat([p.detach().flatten()
+                                                                                for p in model.parameters()])))
+    for _ in range(10):
+        optimizer.zero_grad()
+        loss()[0].backward()
+        optimizer.step()
+    rows.append(('TinyAgent after 11 Adam steps', torch.cat([p.detach().flatten() for p in model.parameters()])))
+    return rows
+
+
+def _numpy_rows():
+    rng = np.random.default_rng(50)
+    a, m = rng.standard_normal(50_000), rng.standard_normal((300, 300))
+    return [
+        ('numpy exp (float64)', lambda: np.exp(a)),
+        ('numpy log (float64)', lambda: np.log(np.abs(a) + 1e-3)),
+        ('numpy tanh (float64)', lambda: np.tanh(a)),
+        ('numpy exp (float32)', lambda: np.exp(a.astype(np.float32))),
+        ('numpy matmul [300, 300] (OpenBLAS)', lambda: m @ m),
+        ('numpy affine [5000, 3] @ [3, 3] (plot transforms)', lambda: m[:, :3].repeat(25, 0) @ m[:3, :3]),
+        ('python math.exp and math.log', lambda: [math.exp(t) + math.log(abs(t) + 1e-3) for t in a[:5000].tolist()]),
+    ]
+
+
+def probe():
+    """[(operation, fingerprint)] for every row, on one thread (training runs on one)."""
+    saved = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rows = [(name, fingerprint(run())) for name, run in _torch_rows()]
+        rows += [('torch Adam step, unfused (MKL square root)', fingerprint(_adam_step(False))),
+                 ('torch Adam step, fused (exact square root)', fingerprint(_adam_step(True)))]
+        rows += [(name, fingerprint(value)) for name, value in _tinyagent_rows()]
+        rows += [(name, fingerprint(run())) for name, run in _numpy_rows()]
+    finally:
+        torch.set_num_threads(saved)
+    return rows
+
+
+def digest(rows):
+    """16 hex digits naming the whole arithmetic: SHA-256 over every row."""
+    return hashlib.sha256(''.join(f'{name}\0{value}\n' for name, value in rows).encode()).hexdigest()[:16]
+
+
+def setting():
+    """What this process computes with: CPU, versions, the arithmetic asked for, the pin variables in force."""
+    pinned = ' '.join(f'{name}={os.environ[name]!r}' for name in PINS if name in os.environ) or 'none'
+    return dict(cpu=cpu_name(), machine=platform.machine(), torch=torch.__version__, numpy=np.__version__,
+                arithmetic=arithmetic() if pin_wanted() else 'unpinned (the pin does not apply here)',
+                capability=torch.backends.cpu.get_cpu_capability(), variables=pinned)
+
+
+def outputs_setting():
+    """What the outputs' record says of their arithmetic: nothing that names one machine, so that two machines which
+    compute the same bits write the same record."""
+    about = setting()
+    return {key: about[key] for key in ('arithmetic', 'torch', 'numpy', 'capability')}
+
+
+def render(rows, about):
+    """The text of a recorded probe: '# key: value' lines, then 'fingerprint  operation' per row, then the digest."""
+    head = [f'# {key}: {value}' for key, value in about.items()]
+    return '\n'.join(head + [f'{value}  {name}' for name, value in rows] + [f'# digest: {digest(rows)}']) + '\n'
+
+
+def read(path):
+    """(rows, about) from a recorded probe; a file that is not one is refused with what was expected."""
+    rows, about = [], {}
+    for number, line in enumerate(Path(path).read_text(encoding='utf-8').splitlines(), 1):
+        if line.startswith('# ') and ': ' in line:
+            key, value = line[2:].split(': ', 1)
+            about[key] = value
+        elif len(line) > 18 and line[16:18] == '  ' and all(c in '0123456789abcdef' for c in line[:16]):
+            rows.append((line[18:], line[:16]))
+        elif line.strip():
+            raise ValueError(f'{path}:{number}: expected "# key: value" or "<16 hex digits>  <operation>", '
+                             f'got {line!r}')
+    if not rows:
+        raise ValueError(f'{path}: no probe rows in it')
+    if about.get('digest') not in (None, digest(rows)):
+        raise ValueError(f'{path}: its rows do not give its recorded digest {about["digest"]}: edited or truncated')
+    return rows, about
+
+
+def differing(rows, reference):
+    """The operations whose fingerprints differ between two row lists, or that only one of them has."""
+    mine, theirs = dict(rows), dict(reference)
+    return [name for name in list(theirs) + [n for n in mine if n not in theirs] if mine.get(name) != theirs.get(name)]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument('--compare', type=Path, metavar='FILE', help='a recorded probe to compare with')
+    parser.add_argument('--write', type=Path, metavar='FILE', help='record this machine\'s probe in FILE')
+    parser.add_argument('--outputs', action='store_true',
+                        help=f'record it as the arithmetic of the outputs just made ({OUTPUTS.relative_to(REPO)})')
+    args = parser.parse_args(argv)
+    rows = probe()
+    text = render(rows, setting())
+    print(text, end='')
+    for path, about in ((args.write, setting()), (OUTPUTS if args.outputs else None, outputs_setting())):
+        if path is not None:
+            with atomic_output(path, '.txt') as tmp:
+                tmp.write_text(render(rows, about), encoding='utf-8')
+    if args.compare:
+        reference, about = read(args.compare)
+        changed = differing(rows, reference)
+        where = f'{args.compare} ({about.get("cpu", "?")}, {about.get("arithmetic", "?")})'
+        print(f'\n{len(changed)} of {len(reference)} rows differ from {where}' + (':' if changed else '.'))
+        for name in changed:
+            print(f'  {name}')
+        return 1 if changed else 0
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
