@@ -45,6 +45,43 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
+def vendor():
+    """'amd', 'intel' or, for other CPUs, the machine's name ('aarch64', ...): how reference files are named."""
+    name = cpu_name()
+    return 'amd' if 'AMD' in name else 'intel' if 'Intel' in name else platform.machine().lower()
+
+
+def references(arithmetic_name, cpu_vendor=None):
+    """The recorded probes of an arithmetic (data/arithmetic/<arithmetic>-<vendor>-*.txt), of one vendor if given."""
+    pattern = f'{arithmetic_name}-{cpu_vendor}-*.txt' if cpu_vendor else f'{arithmetic_name}-*.txt'
+    return sorted(REFERENCES.glob(pattern))
+
+
+def probe_in_fresh_process(env=None):
+    """This machine's rows, probed in a new Python process (the pin takes effect before torch starts there; the
+    caller's random state is left alone). env: the child's environment (default: this process's)."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, '-m', 'machinery.arithmetic'], env=env, cwd=REPO, check=True,
+                         capture_output=True, text=True).stdout
+    rows, about = parse(out, '<the probe\'s output>')
+    return rows, about
+
+
+def outputs_mismatch():
+    """None if this machine computes the committed outputs' arithmetic, else one sentence naming the rows that
+    differ (what the snapshot tests print when they skip)."""
+    reference, recorded = read(OUTPUTS)
+    rows, about = probe_in_fresh_process()
+    changed = differing(rows, reference)
+    if not changed:
+        return None
+    shown = ', '.join(changed[:6]) + (f' and {len(changed) - 6} more' if len(changed) > 6 else '')
+    return (f'this machine ({about.get("cpu")}, arithmetic {about.get("arithmetic")}) computes other bits than the '
+            f'committed outputs ({recorded.get("arithmetic")}): {len(changed)} of {len(reference)} probe rows differ '
+            f'({shown}), so comparing digits would fail for that reason alone')
+
+
 def fingerprint(value):
     """16 hex digits of SHA-256 over a result's bytes (tensors and arrays) or its repr (Python numbers)."""
     if isinstance(value, torch.Tensor):
@@ -189,8 +226,13 @@ def render(rows, about):
 
 def read(path):
     """(rows, about) from a recorded probe; a file that is not one is refused with what was expected."""
+    return parse(Path(path).read_text(encoding='utf-8'), path)
+
+
+def parse(text, path):
+    """(rows, about) from a probe's text; path names it in errors."""
     rows, about = [], {}
-    for number, line in enumerate(Path(path).read_text(encoding='utf-8').splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if line.startswith('# ') and ': ' in line:
             key, value = line[2:].split(': ', 1)
             about[key] = value

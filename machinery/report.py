@@ -17,7 +17,7 @@ from agentrl.calibration.fit import fit_facts, fit_note
 from agentrl.ch10 import across as across_claims
 from agentrl.ch10.claims import HOLDS, MECHANISM, OBSERVATION, verdict_line
 from agentrl.ch10.explanations import explanation_lines
-from agentrl.paths import README, REPRODUCTION
+from agentrl.paths import README, REPO, REPRODUCTION
 from machinery import verdict_shift
 from machinery.readme_blocks import with_faithfulness, with_timings, write_text
 from machinery.recorded import Recorded, claim_counts, compare_block, seed_phrase, seed_verdicts_by_key
@@ -132,11 +132,13 @@ def build_report(folder=None, snapshot=None):
                         + across_claims.claim_table_markdown(table, headers) + '\n')
     snapshot = snapshot or verdict_shift.load_snapshot()
     if snapshot and verdict_shift.verdict_records(recorded):
-        body.append('## Verdicts before and after the faster engine\n\nThe chunked sampler and the update cut to the '
-                    'width each row needs only reorder floating-point work, so they change the last digits of every '
-                    'TinyAgent run. Each verdict of this report, as recorded before the change '
-                    '(`reports/verdicts-before-fast-engine.json`, written by `python -m machinery.verdict_shift`) '
-                    'and as the notebooks record it now:\n')
+        body.append('## Verdicts before and after the arithmetic changed\n\nThe outputs committed until 2026-12-05 '
+                    'were computed on an AMD EPYC with Adam\'s square root from MKL\'s vector maths and judged by '
+                    'the 4-of-5 seed rule. Now every optimiser takes an exactly rounded square root (a change of '
+                    'rounding only) and the rule is the majority (`reports/verdict-rule.md`). Each verdict as '
+                    f'recorded before (`{verdict_shift.SNAPSHOT.relative_to(REPO)}`, written by '
+                    '`python -m machinery.verdict_shift`) and as the notebooks record it now; a move can come from '
+                    'the rule, from the rounding, or both (the stability table of notebook 09 separates them):\n')
         body.append('\n'.join(verdict_shift.shift_lines(snapshot, recorded)) + '\n')
     head = ['# Reproduction report', '',
             'Written by `make` (`python -m machinery.report`) from the results the notebooks record '

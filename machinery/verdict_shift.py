@@ -5,9 +5,9 @@ Usage: python -m machinery.verdict_shift --snapshot FILE --label TEXT [--results
 writes FILE from the results as they stand (a verdict list, nothing else); `make report` then sets it beside the
 current results in REPRODUCTION.md and in the README's faithfulness summary.
 
-A change that only reorders floating-point work (the chunked sampler, the update cut to the width each row needs)
-changes the last digits of every TinyAgent run, and so possibly a verdict decided near its threshold. The snapshot
-keeps the verdicts from before such a change, so that the report can say which moved and by how much.
+A change that only moves the rounding (another MKL branch, an exactly rounded square root in Adam) changes the last
+digits of every TinyAgent run, and so possibly a verdict. The snapshot keeps the verdicts from before such a change,
+so that the report can say which moved and by how much.
 """
 import argparse
 import json
@@ -18,7 +18,7 @@ from agentrl import chapter
 from agentrl.atomic import atomic_output
 from agentrl.paths import REPO
 
-SNAPSHOT = REPO / 'reports' / 'verdicts-before-fast-engine.json'  # the verdicts of the engine before the fast paths
+SNAPSHOT = REPO / 'reports' / 'verdicts-at-1a00ea7.json'  # the verdicts committed before the arithmetic changed
 ENTROPY_LAW_KEY = 'entropy_law_judgement'  # notebook 09's judgement of the entropy-performance law
 
 

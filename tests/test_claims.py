@@ -179,6 +179,7 @@ def runs():
 
 
 @pytest.mark.slow
+@pytest.mark.snapshot
 def test_recorded_verdicts_are_what_the_runs_give(runs):
     chapter_runs = {name: r for name, r in runs.items() if name in claims.CHAPTER_ARMS}
     assert claims.verdicts(chapter_runs) == results.load('07_tinyagent_comparison', RESULTS)[chapter.VERDICTS_KEY]

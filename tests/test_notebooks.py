@@ -157,7 +157,7 @@ def test_the_verdict_shift_names_what_moved_and_by_how_much():
 def test_the_recorded_verdict_snapshot_covers_every_verdict_the_results_hold():
     from machinery import verdict_shift
     snapshot = verdict_shift.load_snapshot()
-    assert snapshot is not None, 'reports/verdicts-before-fast-engine.json is missing'
+    assert snapshot is not None, 'reports/verdicts-at-1a00ea7.json is missing'
     now = verdict_shift.verdict_records(Recorded(RESULTS))
     assert [(r['group'], r['key']) for r in snapshot['verdicts']] == [(r['group'], r['key']) for r in now]
 
