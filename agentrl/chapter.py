@@ -59,6 +59,7 @@ SEED_SUMMARY_KEY = 'seed_summary'
 SEED_VERDICTS_KEY = 'seed_verdicts'
 SCALE_VERDICTS_KEY = 'scale_verdicts'
 EXPLANATIONS_KEY = 'explanations'  # notebook 09: agentrl.ch10.explanations.explain dicts, one per claim not holding
+STABILITY_KEY = 'stability'  # notebook 09: agentrl.ch10.stability.stability rows, the verdicts on other arithmetic streams
 ACROSS_NOTEBOOK = '11_substrates'  # the claims judged on several substrates (agentrl.ch10.across)
 SUBSTRATES_KEY = 'substrates'  # notebook 11: a line per known substrate, swept or not (its printed block)
 CLAIM_TABLE_KEY = 'claim_table'  # notebook 11: agentrl.ch10.across.claim_table rows

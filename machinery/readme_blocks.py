@@ -11,6 +11,7 @@ from agentrl.calibration import substrates
 from agentrl.calibration.fit import below_the_rule, fit_clause
 from agentrl.calibration.freeze import CONFIRM_ROWS, decision_from_export
 from agentrl.calibration.rows import fitted_counts
+from agentrl.ch10 import stability
 from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, MECHANISM, SEED_DEPENDENT, seed_rule_text
 from agentrl.paths import CALIBRATION, FRAMEWORK_SWEEP
 from machinery import search, verdict_shift
@@ -68,6 +69,7 @@ def faithfulness_summary(recorded, calibration=None, snapshot=None):
     seed0 = {v['key']: v for v in found}
     across = seed_verdicts_by_key(recorded)
     readings = {e['key']: e for e in recorded.get(chapter.SEED_NOTEBOOK, chapter.EXPLANATIONS_KEY, [])}
+    stable_rows = recorded.get(chapter.SEED_NOTEBOOK, chapter.STABILITY_KEY, [])
     if across:
         seeds = next(iter(across.values()))['seeds']
         lines.append('- **The chapter\'s claims on our TinyAgent runs on trial 45, seeds '
@@ -75,16 +77,22 @@ def faithfulness_summary(recorded, calibration=None, snapshot=None):
                      f'{seed_counts(list(across.values()))}.')
         for v in (v for v in across.values() if v['kind'] == MECHANISM and v['verdict'] != HOLDS):
             measured = f'; seed 0 measured: {seed0[v["key"]]["evidence"]}' if v['key'] in seed0 else ''
-            lines.append(f'  - {v["verdict"]}: {v["text"]} — {seed_phrase(v)}{measured}')
+            lines.append(f'  - {v["verdict"]}: {v["text"]} — {seed_phrase(v)}{fragile_note(v, stable_rows)}'
+                         f'{measured}')
             lines.append('    - ' + reading_phrase(readings.get(v['key'])))
-    if found:
-        lines.append('- **The same claims on trial 45, seed 0 alone** (notebooks 07 and 08, the chapter\'s single '
-                     f'seed): {claim_counts(found)}.')
+    if stable_rows:
+        lines.append('- **Do the verdicts hang on the last bit?** (notebook 09, `data/streams/`) '
+                     + stability.stability_summary(stable_rows))
+    if found and across:
+        same = [k for k, v in seed0.items() if k in across and v['held'] == (across[k]['verdict'] == HOLDS)]
+        lines.append('- **Seed 0 alone** (notebooks 07 and 08, the chapter\'s single seed) is one draw of these five, '
+                     f'not a verdict of its own: its outcome agrees with the five-seed word on {len(same)} of '
+                     f'{len([k for k in seed0 if k in across])} claims.')
     scaled = recorded.get(chapter.SEED_NOTEBOOK, chapter.SCALE_VERDICTS_KEY, [])
     if scaled:
         lines.append('- **Re-checked at twice the coefficient or the steps, on trial 45** (notebook 09):')
         for v in scaled:
-            lines.append(f'  - {v["text"]}: {seed_phrase(v)}')
+            lines.append(f'  - {v["text"]}: {seed_phrase(v)}{fragile_note(v, stable_rows)}')
             if v['verdict'] != HOLDS:
                 lines.append('    - ' + reading_phrase(readings.get(v['key'])))
     if recorded.get(chapter.ACROSS_NOTEBOOK, chapter.SUBSTRATES_KEY) is not None:
@@ -102,13 +110,21 @@ def with_faithfulness(readme_text, recorded):
 
 
 def seed_counts(summaries):
-    """'mechanisms: 6 of 8 hold, 1 seed-dependent, 1 does not' from seed-verdict dicts, kinds in order."""
+    """'mechanisms: 6 of 8 hold, 2 do not' (', 1 tied' where a tie occurs) from seed-verdict dicts, kinds in order."""
     parts = []
     for kind in dict.fromkeys(v['kind'] for v in summaries):
         found = [v['verdict'] for v in summaries if v['kind'] == kind]
+        tied = found.count(SEED_DEPENDENT)
         parts.append(f'{KIND_PLURAL.get(kind, kind)}: {found.count(HOLDS)} of {len(found)} hold, '
-                     f'{found.count(SEED_DEPENDENT)} seed-dependent, {found.count(DOES_NOT_HOLD)} do not')
+                     f'{found.count(DOES_NOT_HOLD)} do not' + (f', {tied} tied (seed-dependent)' if tied else ''))
     return '; '.join(parts)
+
+
+def fragile_note(summary, stable_rows):
+    """' (**fragile**: holds, 3/5 here; does not hold, 1/5 on ...)' for a seed verdict whose word moves between
+    arithmetic streams, '' otherwise."""
+    row = next((r for r in stable_rows if r['key'] == summary['key']), None)
+    return f' (**{stability.fragile_phrase(row)}**)' if row and row['label'] == stability.FRAGILE else ''
 
 
 def _row_value(row):

@@ -15,11 +15,11 @@ from agentrl import chapter
 from agentrl.calibration import substrates
 from agentrl.calibration.fit import fit_facts, fit_note
 from agentrl.ch10 import across as across_claims
-from agentrl.ch10.claims import HOLDS, MECHANISM, OBSERVATION, verdict_line
+from agentrl.ch10.claims import HOLDS, MECHANISM, OBSERVATION, seed_rule_text, verdict_line
 from agentrl.ch10.explanations import explanation_lines
 from agentrl.paths import README, REPO, REPRODUCTION
 from machinery import verdict_shift
-from machinery.readme_blocks import with_faithfulness, with_timings, write_text
+from machinery.readme_blocks import fragile_note, seed_counts, with_faithfulness, with_timings, write_text
 from machinery.recorded import Recorded, claim_counts, compare_block, seed_phrase, seed_verdicts_by_key
 
 KIND_HEADINGS = {MECHANISM: 'Mechanisms (what the chapter demonstrates)',
@@ -61,21 +61,27 @@ def claims_section(section, recorded):
     across = {k: v for k, v in seed_verdicts_by_key(recorded).items() if k in {f['key'] for f in found}}
     scaled = recorded.get(chapter.SEED_NOTEBOOK, chapter.SCALE_VERDICTS_KEY, []) if at_10_7 else []
     out = ['### The chapter\'s claims on our runs\n']
+    stable_rows = recorded.get(chapter.SEED_NOTEBOOK, chapter.STABILITY_KEY, [])
     if across:
         seeds = next(iter(across.values()))['seeds']
-        out.append(f'Each verdict is for seed 0 (notebook {notebook[:2]}); after the `—`, the same check on each of '
-                   f'{len(seeds)} seeds ({", ".join(map(str, seeds))}) (notebook 09).')
+        out.append(f'Each claim\'s verdict is judged on {len(seeds)} seeds ({", ".join(map(str, seeds))}; notebook 09, '
+                   f'{seed_rule_text(len(seeds))}). Seed 0 (notebook {notebook[:2]}, the chapter\'s single seed) '
+                   'follows it as one draw of those seeds, not as a verdict of its own.')
     for kind in dict.fromkeys(v['kind'] for v in found):
         out.append(f'\n**{KIND_HEADINGS.get(kind, kind)}:**\n')
         for v in (v for v in found if v['kind'] == kind):
             seeds = across.get(v['key'])
-            after = f' — across seeds: {seed_phrase(seeds)}' if seeds else ''
-            out.append(f'- {chapter.collapse(verdict_line(v))}{after}')
-    counts = claim_counts(found)
+            draw = f'seed 0 {"held" if v["held"] else "did not hold"}: {v["evidence"]}'
+            if seeds:
+                out.append(f'- {v["text"]} — **{seed_phrase(seeds)}**{fragile_note(seeds, stable_rows)}; one draw, '
+                           f'{draw}')
+            else:
+                out.append(f'- {chapter.collapse(verdict_line(v))}')
+    counts = seed_counts(list(across.values())) if across else claim_counts(found)
     if scaled:
         out.append('\n**The mechanisms that fail at the chapter\'s settings, re-checked at twice the coefficient or '
                    'twice the steps (notebook 09):**\n')
-        out.extend(f'- {v["text"]} — {seed_phrase(v)}' for v in scaled)
+        out.extend(f'- {v["text"]} — {seed_phrase(v)}{fragile_note(v, stable_rows)}' for v in scaled)
         holding = sum(v['verdict'] == HOLDS for v in scaled)
         counts += f'; at twice the scale {holding} of {len(scaled)} re-checks {"holds" if holding == 1 else "hold"}'
     readings = recorded.get(chapter.SEED_NOTEBOOK, chapter.EXPLANATIONS_KEY, []) if at_10_7 else []

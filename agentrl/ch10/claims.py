@@ -289,6 +289,23 @@ def seed_rule_text(n_seeds):
     return f'holds: true on at least {need} of {n_seeds} seeds; does not hold: on at most {most}{tie}'
 
 
+def seed_count_sentence(summaries, n_seeds):
+    """'Over 5 seeds (the rule), of its 8 mechanisms, 6 hold and 2 do not; ...' from seed-verdict dicts, with a word on
+    the verdicts decided by one seed."""
+    need, most = seed_rule_counts(n_seeds)
+    counts = []
+    for kind, label in [(MECHANISM, 'mechanisms'), (OBSERVATION, 'observations')]:
+        found = [v for v in summaries if v['kind'] == kind]
+        words = [v['verdict'] for v in found]
+        tied = words.count(SEED_DEPENDENT)
+        counts.append(f'of its {len(found)} {label}, {words.count(HOLDS)} hold and {words.count(DOES_NOT_HOLD)} do not'
+                      + (f', {tied} tied' if tied else ''))
+    edge = sum(v['held_on'] in (need, most) for v in summaries)
+    return (f'Over {n_seeds} seeds ({seed_rule_text(n_seeds)}), ' + '; '.join(counts) + f'. {edge} of these '
+            f'{len(summaries)} verdicts rest on a count one seed from the other word ({need} or {most} of {n_seeds}); '
+            'the stability table further down shows which of them move when only the rounding changes.')
+
+
 def seed_verdict(claim, runs_by_seed, seeds):
     """The claim checked on each seed's runs (runs_by_seed[i] holds the runs of seeds[i]) -> dict, or None if a run
     it needs is missing on some seed: key, kind, text, seeds, held (per seed), held_on, verdict (seed_rule's word).

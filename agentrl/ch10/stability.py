@@ -40,12 +40,14 @@ CANDIDATE_RULES = {
 
 
 def load_stream(path):
-    """A recorded stream: {'label', 'cpu', 'arithmetic', 'seeds', 'held': {claim key: [bool per seed]}}."""
+    """A recorded stream: {'short' (a table heading), 'label', 'cpu', 'arithmetic', 'seeds', 'held': {claim key:
+    [bool per seed]}}."""
     path = Path(path)
     data = json.loads(path.read_text(encoding='utf-8'))
-    missing = {'label', 'cpu', 'arithmetic', 'seeds', 'held'} - set(data)
+    missing = {'short', 'label', 'cpu', 'arithmetic', 'seeds', 'held'} - set(data)
     if missing:
-        raise ValueError(f'{path}: a stream needs label, cpu, arithmetic, seeds and held; missing {sorted(missing)}')
+        raise ValueError(f'{path}: a stream needs short, label, cpu, arithmetic, seeds and held; missing '
+                         f'{sorted(missing)}')
     for key, held in data['held'].items():
         if len(held) != len(data['seeds']) or not all(isinstance(h, bool) for h in held):
             raise ValueError(f'{path}: claim {key!r} needs one true/false per seed ({len(data["seeds"])}), got {held}')
@@ -57,12 +59,12 @@ def recorded_streams(folder=STREAMS):
     return [load_stream(p) for p in sorted(Path(folder).glob('*.json'))]
 
 
-def stream_from_verdicts(seed_verdicts, label, cpu, arithmetic):
+def stream_from_verdicts(seed_verdicts, short, label, cpu, arithmetic):
     """A stream from seed-verdict dicts (agentrl.ch10.claims.seed_verdict): the per-seed outcomes, nothing else."""
     seeds = {tuple(v['seeds']) for v in seed_verdicts}
     if len(seeds) != 1:
         raise ValueError(f'a stream is judged on one set of seeds; the verdicts have {sorted(seeds)}')
-    return dict(label=label, cpu=cpu, arithmetic=arithmetic, seeds=list(seeds.pop()),
+    return dict(short=short, label=label, cpu=cpu, arithmetic=arithmetic, seeds=list(seeds.pop()),
                 held={v['key']: [bool(h) for h in v['held']] for v in seed_verdicts})
 
 
@@ -78,18 +80,66 @@ def rule_comparison(first, second, rules=None):
     return [(name, text, moved(rule, first, second)) for name, (text, rule) in rules.items()]
 
 
-def stability(seed_verdicts, others, rule):
-    """For each seed-verdict dict (the current stream): its word, and the word and count on each other stream.
+def stability(seed_verdicts, others, rule=seed_rule):
+    """For each seed-verdict dict (the runs at hand): its word, and the word and count on each other stream judged on
+    the same seeds.
 
-    -> [{'key', 'verdict', 'held_on', 'n', 'others': [(label, verdict, held_on, n)], 'label': STABLE or FRAGILE}]
-    A claim an other stream did not record is compared with the streams that did.
+    -> [{'key', 'text', 'verdict', 'held_on', 'n', 'others': [(label, verdict, held_on, n)], 'label': STABLE or
+    FRAGILE}]. A stream judged on other seeds, or without the claim, is left out of that claim's comparison.
     """
     rows = []
     for v in seed_verdicts:
         word = rule(v['held_on'], len(v['held']))
-        seen = [(s['label'], rule(sum(s['held'][v['key']]), len(s['held'][v['key']])), sum(s['held'][v['key']]),
-                 len(s['held'][v['key']])) for s in others if v['key'] in s['held']]
+        seen = [(s['short'], rule(sum(s['held'][v['key']]), len(s['held'][v['key']])), sum(s['held'][v['key']]),
+                 len(s['held'][v['key']])) for s in others
+                if v['key'] in s['held'] and list(s['seeds']) == list(v['seeds'])]
         label = FRAGILE if any(other[1] != word for other in seen) else STABLE
-        rows.append(dict(key=v['key'], verdict=word, held_on=v['held_on'], n=len(v['held']), others=seen,
-                         label=label))
+        rows.append(dict(key=v['key'], text=v['text'], verdict=word, held_on=v['held_on'], n=len(v['held']),
+                         others=[list(other) for other in seen], label=label))
     return rows
+
+
+def count_phrase(verdict, held_on, n):
+    """'holds, 3/5' for a verdict and its count."""
+    return f'{verdict}, {held_on}/{n}'
+
+
+def fragile_phrase(row):
+    """'fragile: holds, 3/5 here; does not hold, 1/5 on <stream>' for a stability row ('' for a stable one)."""
+    if row['label'] != FRAGILE:
+        return ''
+    moved = [f'{count_phrase(word, k, n)} on {label}' for label, word, k, n in row['others'] if word != row['verdict']]
+    return f'fragile: {count_phrase(row["verdict"], row["held_on"], row["n"])} here; ' + '; '.join(moved)
+
+
+def stability_summary(rows):
+    """One sentence: how many verdicts keep their word on every stream compared, and which do not."""
+    compared = [r for r in rows if r['others']]
+    if not compared:
+        return 'No other arithmetic stream is recorded on these seeds, so the verdicts\' stability is not measured here.'
+    fragile = [r for r in compared if r['label'] == FRAGILE]
+    streams = len({other[0] for r in compared for other in r['others']})
+    head = (f'{len(compared) - len(fragile)} of {len(compared)} verdicts get the same word on these runs and on the '
+            f'{streams} other arithmetic stream{"s" if streams != 1 else ""} recorded')
+    if not fragile:
+        return head + ': none is fragile.'
+    return head + f'; {len(fragile)} {"is" if len(fragile) == 1 else "are"} fragile: ' + '; '.join(
+        f'{r["text"]} ({fragile_phrase(r)[len("fragile: "):]})' for r in fragile) + '.'
+
+
+def stability_markdown(rows, others):
+    """The summary sentence, then a table: each claim, its word and count here and on each other stream, its label."""
+    shown = [s for s in others if any(s['short'] == o[0] for r in rows for o in r['others'])]
+    labels = [s['short'] for s in shown]
+    lines = [stability_summary(rows), '']
+    if not labels:
+        return '\n'.join(lines)
+    lines += ['| claim | these runs | ' + ' | '.join(labels) + ' | |', '|---|---|' + '---|' * len(labels) + '---|']
+    for r in rows:
+        theirs = {label: count_phrase(word, k, n) for label, word, k, n in r['others']}
+        cells = [theirs.get(label, 'not recorded') for label in labels]
+        mark = '**fragile**' if r['label'] == FRAGILE else 'stable'
+        lines.append(f'| {r["text"]} | {count_phrase(r["verdict"], r["held_on"], r["n"])} | ' + ' | '.join(cells)
+                     + f' | {mark} |')
+    lines += [''] + [f'- *{s["short"]}*: {s["label"]}; {s["arithmetic"]}.' for s in shown]
+    return '\n'.join(lines)
