@@ -30,15 +30,15 @@ LAYERS = (
                    'frameworks\' options',
      ('test_mechanisms.py', 'test_covariance_regularisers.py', 'test_runs.py', 'test_live.py', 'test_claims.py',
       'test_entropy_law.py', 'test_substrate_sweep.py', 'test_framework_options.py', 'test_framework_map.py',
-      'test_framework_plugins.py', 'test_framework_claims.py')),
+      'test_framework_plugins.py', 'test_framework_claims.py', 'test_stability.py')),
     ('notebooks and documents', 'the notebooks, README, REPRODUCTION.md, the site',
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
       'test_site.py', 'test_pyramid.py')),
-    ('machinery', '`machinery/` runner and calibration, caches, stopping on signals, CPU pin, sweeps on an '
-                  'executor (Dask), import layers',
+    ('machinery', '`machinery/` runner and calibration, caches, stopping on signals, CPU pin and arithmetic '
+                  'probe, sweeps on an executor (Dask), import layers',
      ('test_notebook_runner.py', 'test_calibrate.py', 'test_search.py', 'test_verified_cache.py', 'test_cpu_pin.py',
       'test_layers.py', 'test_mutation_report.py', 'test_stopping.py', 'test_speed_tools.py',
-      'test_sweeps_on_dask.py')),
+      'test_sweeps_on_dask.py', 'test_arithmetic.py')),
 )
 KINDS = ('fast', 'slow', 'snapshot')  # unmarked; marked slow only; marked snapshot (always also slow)
 

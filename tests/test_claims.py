@@ -261,3 +261,16 @@ def test_every_claim_not_holding_across_the_seeds_has_its_numbers_and_a_reading_
             assert e['premise'] == EXPLANATIONS[key].premise and len(e['premise_held']) == len(e['seeds'])
             shown = claims.seed_rule(sum(e['premise_held']), len(e['seeds'])) == claims.HOLDS
             assert e['explanation'] == (EXPLANATIONS[key].text if shown else None)
+
+
+def test_the_seed_count_sentence_counts_words_and_the_verdicts_one_seed_from_the_other_word():
+    def summary(kind, held_on, n=5):
+        return dict(kind=kind, held_on=held_on, verdict=claims.seed_rule(held_on, n))
+    found = [summary(MECHANISM, 5), summary(MECHANISM, 3), summary(MECHANISM, 2), summary(OBSERVATION, 0)]
+    assert claims.seed_count_sentence(found, 5) == (
+        'Over 5 seeds (holds: true on at least 3 of 5 seeds; does not hold: on at most 2), of its 3 mechanisms, 2 hold '
+        'and 1 do not; of its 1 observations, 0 hold and 1 do not. 2 of these 4 verdicts rest on a count one seed from '
+        'the other word (3 or 2 of 5); the stability table further down shows which of them move when only the '
+        'rounding changes.')
+    tied = [summary(MECHANISM, 2, 4)]
+    assert 'of its 1 mechanisms, 0 hold and 0 do not, 1 tied' in claims.seed_count_sentence(tied, 4)
