@@ -21,8 +21,10 @@ arithmetic probe hashed but torch's Adam step, whose square root is MKL's vector
 project's optimisers therefore take torch's fused Adam, whose square root is ATen's own and exact). It costs about
 1.45 times a GRPO step (AMD EPYC). Two arithmetics, then:
 
-  pinned    (default)  the AVX2 pin above: the same bits on every machine of one CPU vendor
-  portable             MKL_CBWR=COMPATIBLE instead: the same bits on Intel and AMD, slower
+  pinned    (default)  the AVX2 pin above: the same bits wherever the probe matches the outputs' record (measured on
+                       this project's AMD EPYC machines; an Intel machine computes others)
+  portable             MKL_CBWR=COMPATIBLE instead: the same bits on Intel and AMD by the probe above (our own probe's
+                       Intel record is still to be made), slower
 
 chosen with AGENTRL_ARITHMETIC=pinned|portable (`make ARITHMETIC=portable`). Which arithmetic a machine computes
 with is summed up by the probe's digest; the committed outputs record theirs (data/arithmetic/).
