@@ -39,10 +39,44 @@ def record_lines(first, second):
     return lines
 
 
+JUDGED = REPO / 'reports' / 'verdict-stability.md'
+
+
+def judged_lines(current, streams):
+    """After the runs: each candidate rule's moves between the current results and each recorded stream."""
+    claims_n = len(current['held'])
+    lines = ['# The seed rule, judged by the runs after it', '',
+             f'The current results (`results/09_seeds.json`, {current["label"]}) beside each recorded stream. The '
+             'rule was chosen and committed before these runs (`reports/verdict-rule.md`); this record only counts.', '',
+             '| rule | ' + ' | '.join(f'moves against *{s["short"]}*' for s in streams) + ' |',
+             '|---|' + '---|' * len(streams)]
+    for name, (_, rule) in stability.CANDIDATE_RULES.items():
+        cells = []
+        for other in streams:
+            keys = stability.moved(rule, current, other)
+            cells.append(f'{len(keys)} of {claims_n}' + (f' ({", ".join(keys)})' if keys else ''))
+        lines.append(f'| {name} | ' + ' | '.join(cells) + ' |')
+    return lines
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--write', action='store_true', help=f'write {RECORD.relative_to(REPO)}')
+    parser.add_argument('--judge', action='store_true', help='instead, count each rule\'s moves between the current '
+                        f'results and every recorded stream (written to {JUDGED.relative_to(REPO)} with --write)')
     args = parser.parse_args(argv)
+    if args.judge:
+        from agentrl import chapter, results
+        from agentrl.paths import RESULTS
+        nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
+        current = stability.stream_from_verdicts(nine[chapter.SEED_VERDICTS_KEY] + nine[chapter.SCALE_VERDICTS_KEY],
+                                                 'now', 'the outputs as committed now', '', '')
+        text = '\n'.join(judged_lines(current, stability.recorded_streams())) + '\n'
+        if args.write:
+            with atomic_output(JUDGED, '.md') as tmp:
+                tmp.write_text(text, encoding='utf-8')
+        print(text, end='')
+        return 0
     streams = stability.recorded_streams()
     if len(streams) < 2:
         sys.exit(f'need two recorded streams in {stability.STREAMS}, found {len(streams)}')

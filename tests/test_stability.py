@@ -70,3 +70,21 @@ def test_the_committed_rule_record_is_what_the_recorded_streams_give():
     assert verdict_rule.RECORD.read_text(encoding='utf-8') == '\n'.join(verdict_rule.record_lines(*streams)) + '\n'
     chosen = verdict_rule.choose(stability.rule_comparison(*streams))
     assert stability.CANDIDATE_RULES[chosen][1] is claims.seed_rule
+
+
+def test_a_one_word_verdict_is_compared_word_for_word():
+    others = [stream('a', {}) | {'words': {'law': 'not supported'}}, stream('b', {})]
+    row = stability.word_stability('law', 'the law', 'mixed', others)
+    assert row['label'] == stability.FRAGILE and row['others'] == [['a', 'not supported', None, None]]
+    assert stability.fragile_phrase(row) == 'fragile: mixed here; not supported on a'
+    assert stability.word_stability('law', 'the law', 'not supported', others)['label'] == stability.STABLE
+
+
+def test_the_committed_judgement_of_the_rule_is_what_the_committed_results_give():
+    from agentrl import chapter, results
+    from agentrl.paths import RESULTS
+    nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
+    current = stability.stream_from_verdicts(nine[chapter.SEED_VERDICTS_KEY] + nine[chapter.SCALE_VERDICTS_KEY],
+                                             'now', 'the outputs as committed now', '', '')
+    expected = '\n'.join(verdict_rule.judged_lines(current, stability.recorded_streams())) + '\n'
+    assert verdict_rule.JUDGED.read_text(encoding='utf-8') == expected

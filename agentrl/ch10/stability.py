@@ -48,6 +48,8 @@ def load_stream(path):
     if missing:
         raise ValueError(f'{path}: a stream needs short, label, cpu, arithmetic, seeds and held; missing '
                          f'{sorted(missing)}')
+    if not all(isinstance(w, str) for w in data.get('words', {}).values()):
+        raise ValueError(f'{path}: "words" maps a verdict not counted over seeds to its word, got {data["words"]}')
     for key, held in data['held'].items():
         if len(held) != len(data['seeds']) or not all(isinstance(h, bool) for h in held):
             raise ValueError(f'{path}: claim {key!r} needs one true/false per seed ({len(data["seeds"])}), got {held}')
@@ -99,9 +101,17 @@ def stability(seed_verdicts, others, rule=seed_rule):
     return rows
 
 
+def word_stability(key, text, word, others):
+    """A stability row for a verdict that is one word, not a count over seeds (the entropy law's judgement), against
+    the streams that recorded that word (their 'words')."""
+    seen = [[s['short'], s['words'][key], None, None] for s in others if key in s.get('words', {})]
+    return dict(key=key, text=text, verdict=word, held_on=None, n=None, others=seen,
+                label=FRAGILE if any(other[1] != word for other in seen) else STABLE)
+
+
 def count_phrase(verdict, held_on, n):
-    """'holds, 3/5' for a verdict and its count."""
-    return f'{verdict}, {held_on}/{n}'
+    """'holds, 3/5' for a verdict and its count ('mixed' for a verdict with no count)."""
+    return verdict if held_on is None else f'{verdict}, {held_on}/{n}'
 
 
 def fragile_phrase(row):
