@@ -41,6 +41,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from agentrl.cpu import ARITHMETIC_VAR, ARITHMETICS, PINS, adam, cpu_pin_status
+from machinery.arithmetic import cpu_name
 from agentrl.paths import cache_dir
 from agentrl.substrate.config import active
 from agentrl.substrate.grpo import RLConfig, compute_advantages, rl_update
