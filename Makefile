@@ -11,9 +11,10 @@ NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 NB_TARGETS := $(patsubst notebooks/%.ipynb,nb-%,$(NOTEBOOKS))
 
 # The CPU arithmetic (agentrl/cpu.py): each numerical library is pinned to one kernel choice on every x86-64 machine
-# with AVX2, so that a recipe computes the same bits as the committed outputs. ARITHMETIC=pinned (the default) holds
-# across machines of one CPU vendor; ARITHMETIC=portable takes MKL's SSE2 branch, honoured by Intel and AMD alike, at
-# about 1.45 times the cost of a GRPO step. A value already in the environment wins; AGENTRL_CPU_PIN=0 turns the pin
+# with AVX2, so that a recipe computes the same bits as the committed outputs. ARITHMETIC=pinned (the default) gives
+# the bits of the machines whose probe matches data/arithmetic/outputs.txt (this project's AMD EPYC machines);
+# ARITHMETIC=portable takes MKL's SSE2 branch, honoured by Intel and AMD alike, at about 1.45 times the cost of a
+# GRPO step (the same policy, AMD EPYC). A value already in the environment wins; AGENTRL_CPU_PIN=0 turns the pin
 # off. Elsewhere (ARM, x86-64 without AVX2) the libraries choose their own kernels.
 ARITHMETIC ?= pinned
 ifeq ($(filter pinned portable,$(ARITHMETIC)),)

@@ -19,7 +19,7 @@ an AMD machine under the same pin compute different matrix products, attention a
 (MKL's SSE2 branch) is honoured on both: under it an AMD EPYC and an Intel Xeon agreed on every operation an
 arithmetic probe hashed but torch's Adam step, whose square root is MKL's vector maths and not exactly rounded (the
 project's optimisers therefore take torch's fused Adam, whose square root is ATen's own and exact). It costs about
-1.45 times a GRPO step (AMD EPYC). Two arithmetics, then:
+1.45 times a GRPO step from the same policy (AMD EPYC). Two arithmetics, then:
 
   pinned    (default)  the AVX2 pin above: the same bits wherever the probe matches the outputs' record (measured on
                        this project's AMD EPYC machines; an Intel machine computes others)
