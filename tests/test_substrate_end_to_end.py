@@ -7,7 +7,7 @@ import torch
 import agentrl as arl
 from substrate_fixtures import tokenizer
 
-pytestmark = pytest.mark.slow  # 20 GRPO steps after an SFT
+pytestmark = pytest.mark.slow  # 40 GRPO steps after an SFT
 
 
 def test_sft_then_grpo_improves_reward():
@@ -15,8 +15,9 @@ def test_sft_then_grpo_improves_reward():
     tok, train = tokenizer(), arl.make_tasks('train')
     base = arl.make_rl_base(tok)  # the book's RL base (built once per machine, then cached)
     model = copy.deepcopy(base)
-    # 20 steps: the calibrated base learns at the book's pace (its batch reward is about 0.4 at step 10, 0.7 at 20)
-    history = arl.train_rl(model, train, tok, arl.RLConfig(eval_every=20, eval_group_size=4), steps=20)
+    # 40 steps, the chapter's run: its pace by step 20 moves with the rounding (seed 0's batch reward at step 20 is 0.27
+    # on one arithmetic stream and 0.72 on another), but every stream measured ends near the book's 0.86 at step 39
+    history = arl.train_rl(model, train, tok, arl.RLConfig(eval_every=40, eval_group_size=4), steps=40)
     early = sum(h['reward'] for h in history[:3]) / 3
     late = sum(h['reward'] for h in history[-3:]) / 3
     assert early < 0.3 and late > early + 0.2, (early, late)
