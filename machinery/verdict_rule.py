@@ -42,6 +42,15 @@ def record_lines(first, second):
 JUDGED = REPO / 'reports' / 'verdict-stability.md'
 
 
+def committed_stream():
+    """The committed results of notebook 09 as a stream (its per-seed outcomes)."""
+    from agentrl import chapter, results
+    from agentrl.paths import RESULTS
+    nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
+    return stability.stream_from_verdicts(nine[chapter.SEED_VERDICTS_KEY] + nine[chapter.SCALE_VERDICTS_KEY],
+                                          'now', 'the outputs as committed now', '', '')
+
+
 def judged_lines(current, streams):
     """After the runs: each candidate rule's moves between the current results and each recorded stream."""
     claims_n = len(current['held'])
@@ -66,12 +75,7 @@ def main(argv=None):
                         f'results and every recorded stream (written to {JUDGED.relative_to(REPO)} with --write)')
     args = parser.parse_args(argv)
     if args.judge:
-        from agentrl import chapter, results
-        from agentrl.paths import RESULTS
-        nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
-        current = stability.stream_from_verdicts(nine[chapter.SEED_VERDICTS_KEY] + nine[chapter.SCALE_VERDICTS_KEY],
-                                                 'now', 'the outputs as committed now', '', '')
-        text = '\n'.join(judged_lines(current, stability.recorded_streams())) + '\n'
+        text = '\n'.join(judged_lines(committed_stream(), stability.recorded_streams())) + '\n'
         if args.write:
             with atomic_output(JUDGED, '.md') as tmp:
                 tmp.write_text(text, encoding='utf-8')

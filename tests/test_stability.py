@@ -81,10 +81,5 @@ def test_a_one_word_verdict_is_compared_word_for_word():
 
 
 def test_the_committed_judgement_of_the_rule_is_what_the_committed_results_give():
-    from agentrl import chapter, results
-    from agentrl.paths import RESULTS
-    nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
-    current = stability.stream_from_verdicts(nine[chapter.SEED_VERDICTS_KEY] + nine[chapter.SCALE_VERDICTS_KEY],
-                                             'now', 'the outputs as committed now', '', '')
-    expected = '\n'.join(verdict_rule.judged_lines(current, stability.recorded_streams())) + '\n'
-    assert verdict_rule.JUDGED.read_text(encoding='utf-8') == expected
+    expected = verdict_rule.judged_lines(verdict_rule.committed_stream(), stability.recorded_streams())
+    assert verdict_rule.JUDGED.read_text(encoding='utf-8') == '\n'.join(expected) + '\n'
