@@ -65,3 +65,32 @@ def test_a_tight_sequence_mask_can_be_worse_than_no_correction():
     rows = fo.sampler_table(temperatures=(2.0,), thresholds=(1.2,), k=4, seed=3)
     masked = by(rows, mode='sequence_mask')[0]
     assert masked['error'] > masked['uncorrected']
+
+
+def test_k3_plus_with_a_differentiated_ratio_follows_twice_the_reverse_minus_the_forward_kl():
+    rows = fo.ratio_k3_plus_table(steps=(0.0, 0.7, 1.8), k=5, seed=13)
+    for row in rows:
+        assert row['combined_error'] < 1e-12
+        assert row['reverse_error'] > 1e-2 and row['forward_error'] > 1e-2  # neither KL's gradient alone
+
+
+def test_the_relative_scale_changes_with_length_only_against_the_per_sequence_mean():
+    lengths, horizon = (2, 7, 31, 5), 48
+    rows = fo.scale_pairs(lengths, horizon)
+    assert len(rows) == 12
+    for row in rows:
+        assert row['constant'] == (not row['involves_per_sequence_mean'])
+    at = {(r['term'], r['policy']): r['scales'] for r in rows}
+    mean_length = sum(lengths) / len(lengths)
+    assert at['seq-mean-token-sum', 'token-mean'] == pytest.approx([mean_length] * 4, rel=1e-12)
+    assert at['seq-mean-token-sum', 'seq-mean-token-sum-norm'] == pytest.approx([horizon] * 4, rel=1e-12)
+    assert at['seq-mean-token-sum', 'seq-mean-token-mean'] == pytest.approx(lengths, rel=1e-12)
+
+
+def test_gspo_on_policy_is_the_true_gradient_over_the_length_only_when_lengths_agree():
+    same = fo.gspo_on_policy(mixed=False, k=3, seed=8)
+    assert same['cosine'] == pytest.approx(1.0, abs=1e-12) and same['error'] == pytest.approx(0.5, abs=1e-12)
+    mixed = fo.gspo_on_policy(mixed=True, k=3, seed=8)
+    assert mixed['lengths'] == [1, 2]
+    assert mixed['cosine'] < 0.999  # not parallel to the true gradient
+    assert mixed['error_vs_scaled'] < 1e-12  # each sequence's own term divided by its own length

@@ -172,3 +172,69 @@ def sampler_table(temperatures=(1.0, 1.3, 2.0), thresholds=(1.2, 2.0, float('inf
                                  kl_sampler=categorical_kl(logp.detach().reshape(-1), sampled.reshape(-1)),
                                  error=relative_error(gradient(weights), truth), uncorrected=uncorrected))
     return rows
+
+
+def ratio_k3_plus_table(steps=(0.0, 0.25, 0.5, 1.0, 2.0), k=8, seed=0):
+    """What `k3+` weighted by a differentiated ratio follows: at each distance from pi_old, its expected gradient's
+    relative error against 2 grad KL(pi || ref) - grad KL(ref || pi), against the reverse KL's and against the
+    forward KL's -> list of dicts (step, kl_from_old, combined_error, reverse_error, forward_error)."""
+    ref, old, thetas = policies_apart(k, steps, seed)
+    rows = []
+    for step, theta in zip(steps, thetas):
+        reverse, forward = kl_grads(theta, ref)
+        _, grad = expected_off_policy_kl(theta, old, ref, 'k3+', 'ratio')
+        rows.append(dict(step=step, kl_from_old=categorical_kl(theta.detach().log_softmax(-1), old),
+                         combined_error=relative_error(grad, 2 * reverse - forward),
+                         reverse_error=relative_error(grad, reverse), forward_error=relative_error(grad, forward)))
+    return rows
+
+
+def scale_pairs(lengths=(3, 12, 40), horizon=64):
+    """relative_scale for every ordered pair of different aggregation modes on sequences of the given lengths ->
+    list of dicts (term, policy, scales [B], constant: one value for the whole batch, involves_per_sequence_mean)."""
+    from agentrl.core.aggregation import AGGREGATIONS, relative_scale
+    mask = (torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]).to(F64)
+    rows = []
+    for term in AGGREGATIONS:
+        for policy in AGGREGATIONS:
+            if term != policy:
+                scales = relative_scale(mask, term, policy, horizon).tolist()
+                rows.append(dict(term=term, policy=policy, scales=scales,
+                                 constant=max(scales) - min(scales) < 1e-12 * max(scales),
+                                 involves_per_sequence_mean='seq-mean-token-mean' in (term, policy)))
+    return rows
+
+
+def gspo_on_policy(mixed=True, k=4, seed=4, clip=0.2):
+    """GSPO's expected gradient on policy against the true policy gradient, on a two-token tabular policy; mixed:
+    the first token's last outcome ends the sequence there, so lengths 1 and 2 mix -> dict (lengths, cosine, error,
+    error_vs_scaled: the relative error against the true gradient with each sequence's term divided by its
+    length)."""
+    gen = torch.Generator().manual_seed(seed)
+    first = torch.randn(k, generator=gen, dtype=F64).requires_grad_()
+    second = torch.randn(k, k, generator=gen, dtype=F64).requires_grad_()
+    reward = (torch.rand(k, k, generator=gen, dtype=F64) < 0.4).to(F64)
+    lp_a, lp_b = two_token_log_probs(first, second)  # [K, 1], [K, K]
+    ends = torch.zeros(k, dtype=torch.bool)  # first tokens after which the sequence stops
+    ends[-1] = mixed
+    seq_a, seq_b, token, mask, rewards = [], [], [], [], []
+    for a in range(k):
+        for b in ([0] if ends[a] else range(k)):
+            second_lp = torch.zeros((), dtype=F64) if ends[a] else lp_b[a, b]
+            token.append(torch.stack([lp_a[a, 0], second_lp]))
+            mask.append(torch.tensor([1.0, 0.0 if ends[a] else 1.0], dtype=F64))
+            rewards.append(reward[a, b])
+    token_logp, mask, rewards = torch.stack(token), torch.stack(mask), torch.stack(rewards)  # [N, 2], [N, 2], [N]
+    logp = (token_logp * mask).sum(-1)  # [N]
+    drawn = logp.exp().detach()
+    advantage = rewards - (drawn * rewards).sum()
+    length = mask.sum(-1)
+    params = (first, second)
+
+    def flat(objective):
+        return torch.cat([g.reshape(-1) for g in torch.autograd.grad(objective, params, retain_graph=True)])
+    gspo = flat((drawn * off_policy.gspo_surrogate(token_logp, token_logp.detach(), advantage, mask, clip, clip)).sum())
+    truth = flat((logp.exp() * rewards).sum())
+    scaled = flat((drawn * advantage * logp / length).sum())
+    return dict(lengths=sorted(set(int(n) for n in length.tolist())), cosine=torch.nn.functional.cosine_similarity(
+        gspo, truth, dim=0).item(), error=relative_error(gspo, truth), error_vs_scaled=relative_error(gspo, scaled))

@@ -57,5 +57,7 @@ def aggregate(values, mask, mode, horizon=None):
 def relative_scale(mask, term_mode, policy_mode, horizon=None):
     """Per sequence [B]: how much a term aggregated by term_mode weighs against a policy term aggregated by policy_mode.
 
-    1 everywhere when both use the same mode; otherwise it depends on the sequence's length."""
+    1 everywhere when both use the same mode. It changes with each sequence's length only when one of the two is
+    'seq-mean-token-mean'; between the other modes it is one constant for the batch (seq-mean-token-sum against
+    token-mean: the mean length; against seq-mean-token-sum-norm: the horizon)."""
     return sequence_scale(mask, term_mode, horizon) / sequence_scale(mask, policy_mode, horizon)
