@@ -46,6 +46,7 @@ BEYOND = (
     ('12_framework_options', "What the RL frameworks ship: KL, aggregation, entropy and ratio options, computed exactly and run on TinyAgent",
      ('off_policy_kl', 'two_token_kl', 'aggregation_scales', 'ratio_losses', 'sampler_correction', 'option_runs',
       'option_claims')),
+    ('13_engine', 'Appendix: the GRPO engine behind the TinyAgent runs, and the regularisers as its plug-ins', ()),
 )
 
 # Structured results besides the printed blocks. Claim verdicts (agentrl.ch10.claims.verdicts: a list of dicts)

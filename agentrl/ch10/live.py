@@ -138,6 +138,15 @@ def same_run(a, b):
             and all(torch.equal(a['state_dict'][key], b['state_dict'][key]) for key in a['state_dict']))
 
 
+def identity_sentence(identical, name, steps):
+    """What the watched run's comparison with the stored run found, as a sentence."""
+    if identical:
+        return (f"The run trained above with the live curve plugged in is the stored `{name}` run bit for bit: the "
+                f"same {steps} step records, held-out scores and final weights. The plug-in changed nothing.")
+    return (f"The run trained above with the live curve plugged in differs from the stored `{name}` run. Either a "
+            "plug-in changed the run or the stored run was produced differently: the comparisons use the stored runs.")
+
+
 # --- every run of a comparison: loaded from the run cache or trained, one line per setting ------------------------
 
 def status_line(name, seconds):
