@@ -94,3 +94,18 @@ def test_gspo_on_policy_is_the_true_gradient_over_the_length_only_when_lengths_a
     assert mixed['lengths'] == [1, 2]
     assert mixed['cosine'] < 0.999  # not parallel to the true gradient
     assert mixed['error_vs_scaled'] < 1e-12  # each sequence's own term divided by its own length
+
+
+def test_group_advantages_match_grpo_and_drop_or_widen_the_spread_as_asked():
+    import torch
+
+    import agentrl as arl
+    from agentrl.substrate.grpo import compute_advantages
+    rewards = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 0.0])
+    cfg = arl.RLConfig(group_size=4, turn_cost=0.0)
+    assert torch.allclose(fo.group_advantages(rewards, 4), compute_advantages({'rewards': rewards}, cfg))
+    centred = torch.tensor([0.5, -0.5, -0.5, 0.5, 0.5, 0.5, -0.5, -0.5])
+    assert torch.allclose(fo.group_advantages(rewards, 4, 'none'), centred)
+    assert torch.allclose(fo.group_advantages(rewards, 4, 'batch'), centred / (rewards.std() + 1e-6))
+    with pytest.raises(ValueError, match='unknown advantage scale'):
+        fo.group_advantages(rewards, 4, 'token')

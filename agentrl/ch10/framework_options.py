@@ -238,3 +238,21 @@ def gspo_on_policy(mixed=True, k=4, seed=4, clip=0.2):
     scaled = flat((drawn * advantage * logp / length).sum())
     return dict(lengths=sorted(set(int(n) for n in length.tolist())), cosine=torch.nn.functional.cosine_similarity(
         gspo, truth, dim=0).item(), error=relative_error(gspo, truth), error_vs_scaled=relative_error(gspo, scaled))
+
+
+ADVANTAGE_SCALES = ('group', 'batch', 'none')
+
+
+def group_advantages(rewards, group_size, scale='group', eps=1e-6):
+    """Each reward minus its group's mean, divided by a spread chosen by `scale`: rewards [B] -> [B] (groups are
+    group_size contiguous rows). 'group': the group's std (Bessel-corrected); 'batch': the std of all the rewards;
+    'none': no division (Dr. GRPO). The frameworks' switches between these are mapped to it."""
+    if scale not in ADVANTAGE_SCALES:
+        raise ValueError(f'unknown advantage scale {scale!r}; allowed: {", ".join(map(repr, ADVANTAGE_SCALES))}')
+    grouped = rewards.view(-1, group_size)  # [G, group_size]
+    centred = grouped - grouped.mean(dim=1, keepdim=True)
+    if scale == 'group':
+        centred = centred / (grouped.std(dim=1, keepdim=True) + eps)
+    elif scale == 'batch':
+        centred = centred / (rewards.std() + eps)
+    return centred.reshape(-1)
