@@ -256,3 +256,28 @@ def group_advantages(rewards, group_size, scale='group', eps=1e-6):
     elif scale == 'batch':
         centred = centred / (rewards.std() + eps)
     return centred.reshape(-1)
+
+
+def aggregation_example(lengths=(3, 12, 40), horizon=64, seed=0):
+    """Section 3's batch: every mode's sequence scales and weight sums, two cross pairs, and autograd's token weights
+    against the derived ones -> dict (scales, sums, pairs, largest)."""
+    from agentrl.core.aggregation import AGGREGATIONS, aggregate, relative_scale, sequence_scale, token_weights
+    mask = (torch.arange(max(lengths))[None, :] < torch.tensor(lengths)[:, None]).double()  # [B, T]
+    scales = {mode: sequence_scale(mask, mode, horizon).tolist() for mode in AGGREGATIONS}
+    sums = {mode: token_weights(mask, mode, horizon).sum().item() for mode in AGGREGATIONS}
+    pairs = [(term, policy, relative_scale(mask, term, policy).tolist())
+             for term, policy in (('token-mean', 'seq-mean-token-mean'), ('seq-mean-token-sum', 'token-mean'))]
+    values = torch.randn(mask.shape, dtype=F64, generator=torch.Generator().manual_seed(seed)).requires_grad_()
+    largest = []
+    for mode in AGGREGATIONS:  # autograd's weights against the derived scales
+        (weights,) = torch.autograd.grad(aggregate(values, mask, mode, horizon), values)
+        derived = sequence_scale(mask, mode, horizon)[:, None] / len(lengths) * mask
+        largest.append((weights - derived).abs().max().item())
+    return dict(lengths=lengths, horizon=horizon, scales=scales, sums=sums, pairs=pairs, largest=max(largest))
+
+
+def exact_tables(seed=0):
+    """Every exact table of notebook 12 for one seed of its small random policies -> dict."""
+    return dict(kl_rows=off_policy_kl_table(seed=seed), k3_plus_rows=ratio_k3_plus_table(seed=seed),
+                pair_rows=two_token_kl_table(seed=seed + 1), scale_rows=scale_pairs(), mixed=gspo_on_policy(),
+                ratio_rows=ratio_table(seed=seed + 2), sampler_rows=sampler_table(seed=seed + 3))
