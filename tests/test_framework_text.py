@@ -65,3 +65,18 @@ def test_findings_are_three_to_six_bullets_that_count_the_verdicts(found, sweep)
     assert f'{len(rows)} options' in text
     summary = ft.summary(found, verdicts, runs_by_seed)
     assert summary.startswith('## Summary') and f'{holds} of {len(verdicts)} claims hold' in summary
+
+
+def test_the_maps_notation_is_typeset_and_every_formula_parses():
+    import re
+
+    from machinery.site_tex import typeset
+    assert ft.typeset_notation('l_t = policy_t * entropy_mask_t + beta * k3_t') == \
+        '$l_t = \\text{policy}_t \\cdot \\text{entropy mask}_t + \\beta \\cdot k_{3,t}$'
+    assert ft.typeset_notation('the ratio pi_ref/pi, then epsilon_high') == \
+        'the ratio $\\pi_{\\text{ref}} / \\pi$, then epsilon\\_high'
+    rows = framework_map.option_rows(framework_map.load_frameworks())
+    for row in rows:
+        for field in ('computes', 'ours_note', 'differs'):
+            for formula in re.findall(r'\$([^$]+)\$', ft.typeset_notation(row[field])):
+                typeset(formula)  # raises on TeX the site cannot set

@@ -148,16 +148,17 @@ def _prose(text):
     return _MARKDOWN_SIGNS.sub(r'\\\1', text)
 
 
-def markdown_entries(rows):
+def markdown_entries(rows, prose=_prose):
     """rows as one Markdown paragraph each, for text too long for a table cell: the framework and the option with
     its default, what it computes, the function here with its test (or none) and its note, and where the docs differ.
-    The free text is escaped: its '*' and '_' are multiplication signs and names, not emphasis."""
+    The free text goes through `prose`: by default escaped, its '*' and '_' being multiplication signs and names,
+    not emphasis."""
     entries = []
     for row in rows:
         here = (f'`{row["ours"]}`, checked by `{row["checked_by"]}`' if row['ours'] else 'nothing')
-        parts = [f'**{row["framework"]}** `{row["option"]}` (default `{row["default"]}`). {_prose(row["computes"])}',
-                 f'*Here:* {here}.' + (f' {_prose(row["ours_note"])}' if row.get('ours_note') else '')]
+        parts = [f'**{row["framework"]}** `{row["option"]}` (default `{row["default"]}`). {prose(row["computes"])}',
+                 f'*Here:* {here}.' + (f' {prose(row["ours_note"])}' if row.get('ours_note') else '')]
         if row.get('differs'):
-            parts.append(f'*Code and documentation differ:* {_prose(row["differs"])}')
+            parts.append(f'*Code and documentation differ:* {prose(row["differs"])}')
         entries.append('\n'.join(' '.join(part.split()) for part in parts))
     return '\n\n'.join(entries)
