@@ -16,6 +16,8 @@ from agentrl.calibration import substrates
 from agentrl.calibration.fit import fit_facts, fit_note
 from agentrl.ch10 import across as across_claims
 from agentrl.ch10.claims import HOLDS, MECHANISM, OBSERVATION, seed_rule_text, verdict_line
+from agentrl.ch10.clip_higher import CLAIM_KEY as CLIP_HIGHER_CLAIM_KEY
+from agentrl.ch10.collapse_text import report_claims
 from agentrl.ch10.explanations import explanation_lines
 from agentrl.paths import README, REPO, REPRODUCTION
 from machinery import verdict_shift
@@ -54,6 +56,8 @@ def seed_table(recorded):
 def claims_section(section, recorded):
     """(Markdown lines listing the chapter's claims on the section's runs, the summary-table text)."""
     notebook = section.notebook
+    if section.number == '10.6':  # the clip-higher reading, judged on batch seeds by notebook 06
+        return report_claims(recorded.get(notebook, CLIP_HIGHER_CLAIM_KEY), notebook)
     found = recorded.get(notebook, chapter.VERDICTS_KEY) if notebook in chapter.VERDICT_NOTEBOOKS else None
     if not found:
         return [], ''
