@@ -39,7 +39,7 @@ def test_a_seed_that_agrees_everywhere_is_still_one_draw():
 def test_the_ablation_summary_counts_each_outcome():
     rows = [dict(outcome='a'), dict(outcome='b'), dict(outcome='b')]
     text = findings.ablation_summary(findings.Evidence((0,), [], [], [], rows))
-    assert 'of the 3 statements' in text and '1 hold once the cost is gone' in text and '2 fail without it too' in text
+    assert 'of the 3 statements' in text and '1 holds once the cost is gone' in text and '2 fail without it too' in text
 
 
 def _run(entropy, pass8=1.0):

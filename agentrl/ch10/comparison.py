@@ -92,12 +92,12 @@ def side_by_side(rows, book_columns, book_rows, seed):
 
 # --- the book's values over our five seeds ---------------------------------------------------------------------------
 
-FIGURE_COLUMNS = (  # (our row key, the book's column, axis label)
-    ('entropy_end', 'entropy 0-4 -> 35-39', 'final entropy (nats)'),
-    ('kl_start', 'KL from start', 'KL from start'),
-    ('pass1', 'pass@1', 'held-out pass@1'),
-    ('pass8', 'pass@8', 'held-out pass@8'),
-    ('invalid', 'invalid', 'invalid calls / episode'),
+FIGURE_COLUMNS = (  # (our row key, the book's column, axis label, x scale)
+    ('entropy_end', 'entropy 0-4 -> 35-39', 'final entropy (nats)', 'log'),  # log: the book's bonus run sits at 5.6
+    ('kl_start', 'KL from start', 'KL from start', 'log'),
+    ('pass1', 'pass@1', 'held-out pass@1', 'linear'),
+    ('pass8', 'pass@8', 'held-out pass@8', 'linear'),
+    ('invalid', 'invalid', 'invalid calls / episode', 'symlog'),  # symlog: a run may make no invalid call at all
 )
 
 
@@ -116,17 +116,24 @@ def book_over_seeds_figure(rows_by_seed, book_rows, settings=claims.CHAPTER_ARMS
     fig, axes = plotting.new_figure(ncols=len(FIGURE_COLUMNS), width=2.1, height=3.6)
     axes = axes[0]  # one row of panels
     positions = list(range(len(settings)))[::-1]  # the chapter's first setting on top
-    for ax, (key, column, label) in zip(axes, FIGURE_COLUMNS):
+    for ax, (key, column, label, scale) in zip(axes, FIGURE_COLUMNS):
         for y, name in zip(positions, settings):
             values = [rows[name][key] for rows in rows_by_seed]
             ax.plot([min(values), max(values)], [y, y], color='#9ecae1', linewidth=5, solid_capstyle='round', zorder=1)
             ax.plot(values, [y] * len(values), 'o', color='#2171b5', markersize=3, zorder=2)
             ax.plot([book_number(book[name], column)], [y], 'D', color='black', markersize=5, zorder=3)
         ax.set_title(label, fontsize=9)
+        if scale == 'symlog':
+            ax.set_xscale('symlog', linthresh=0.1)
+        else:
+            ax.set_xscale(scale)
         ax.set_yticks(positions)
         ax.set_yticklabels(settings if ax is axes[0] else [], fontsize=8)
         ax.tick_params(axis='x', labelsize=8)
         ax.grid(axis='x', color='#eeeeee')
+    handles = [axes[0].lines[1], axes[0].lines[2]]  # a seed's dot and the book's diamond
+    fig.legend(handles, ['our seeds (bar: their range)', "the book's printed value"], loc='outside lower center',
+               ncols=2, fontsize=8)
     return fig
 
 
@@ -142,7 +149,7 @@ def outside_range(rows_by_seed, book_rows, settings=claims.CHAPTER_ARMS):
     """How many of the book's values in the figure fall outside our seeds' min-max -> (outside, total)."""
     book = {row['setting']: row for row in book_rows}
     outside = total = 0
-    for key, column, _ in FIGURE_COLUMNS:
+    for key, column, _, _ in FIGURE_COLUMNS:
         for name in settings:
             values = [rows[name][key] for rows in rows_by_seed]
             total += 1
@@ -203,7 +210,7 @@ class _Reader:
         """'0.012 apart, tied (below 0.040)' or '0.120 apart, more than the 0.040 a tie allows'."""
         diff, tol = abs(a - b), self.tol[key]
         if ties.compare(a, b, tol) == ties.TIED:
-            return f'{diff:{fmt}} apart, tied (one seed against one ties below {tol:{fmt}})'
+            return f'{diff:{fmt}} apart: tied, as one seed against one ties below {tol:{fmt}}'
         return f'{diff:{fmt}} apart, more than the {tol:{fmt}} below which one seed against one is a tie'
 
 

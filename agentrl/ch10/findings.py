@@ -103,11 +103,14 @@ def ablation_summary(found):
     """One sentence over the ablation's outcomes."""
     letters = [row['outcome'] for row in found.ablation]
     parts = []
-    for letter, words in (('a', 'hold once the cost is gone (the cost is a candidate cause)'),
-                          ('b', 'fail without it too'), ('c', 'hold only with the cost'),
-                          ('d', 'hold with or without it')):
-        if letters.count(letter):
-            parts.append(f'{letters.count(letter)} {words}')
+    for letter, one, many in (('a', 'holds once the cost is gone (the cost is a candidate cause)',
+                               'hold once the cost is gone (the cost is a candidate cause)'),
+                              ('b', 'fails without it too', 'fail without it too'),
+                              ('c', 'holds only with the cost', 'hold only with the cost'),
+                              ('d', 'holds with or without it', 'hold with or without it')):
+        count = letters.count(letter)
+        if count:
+            parts.append(f'{count} {one if count == 1 else many}')
     return (f'Trained again with no per-turn cost (our substrate\'s one addition to the chapter\'s GRPO), of the '
             f'{len(letters)} statements that fail or are fragile here, ' + and_join(parts) + '.')
 
@@ -133,11 +136,12 @@ def comparison_bullets(found, seed_verdicts, seed, readings=None):
     bullets = [f'**On {n} seeds** ({claims.seed_rule_text(n)}), {and_join(kinds)}.']
     failing = [v for v in judged if v['verdict'] != claims.HOLDS]
     if failing:
-        bullets.append('**Not reproduced here:** ' + ' '.join(claim_bullet(found, v['key'], readings.get(v['key']))
-                                                              for v in failing))
+        bullets.append(f'**Not reproduced here ({len(failing)}):**' + ''.join(
+            f'\n  - {claim_bullet(found, v["key"], readings.get(v["key"]))}' for v in failing))
     shaky = [v for v in judged if v['verdict'] == claims.HOLDS and v['key'] in found.fragile()]
     if shaky:
-        bullets.append('**Holding by a hair:** ' + ' '.join(claim_bullet(found, v['key']) for v in shaky))
+        bullets.append(f'**Holding by a hair ({len(shaky)}):**' + ''.join(
+            f'\n  - {claim_bullet(found, v["key"])}' for v in shaky))
     if found.ablation:
         bullets.append('**The per-turn cost.** ' + ablation_summary(found))
     bullets.append(single_draw_sentence(seed_verdicts, found, seed))
