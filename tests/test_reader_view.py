@@ -73,11 +73,20 @@ def test_opening_says_what_it_shows_needs_and_how_long_it_runs(name):
 
 @pytest.mark.parametrize('name', NEIGHBOURS)
 def test_closing_summarises_and_links_both_neighbours(name):
-    closing = notebook(name).cells[-1]
-    assert closing.cell_type == 'markdown' and '## Summary' in closing.source
+    """The notebook ends with its '## Summary' section: a Markdown cell, optionally the code cell that writes the
+    findings from the record, and the links to both neighbours, last."""
+    cells = notebook(name).cells
+    summaries = [i for i, cell in enumerate(cells) if cell.cell_type == 'markdown' and '## Summary' in cell.source]
+    assert summaries, f'{name}: no "## Summary" section'
+    closing = cells[summaries[-1]:]
+    assert len(closing) <= 3 and closing[-1].cell_type == 'markdown', \
+        f'{name}: the summary section should close the notebook and end on its links'
+    assert all(cell.cell_type == 'markdown' or cell.source.startswith('display(') for cell in closing), \
+        f'{name}: the summary section only shows what the record says'
+    links = ''.join(cell.source for cell in closing if cell.cell_type == 'markdown')
     previous, following = NEIGHBOURS[name]
-    assert f']({previous})' in closing.source and f']({following})' in closing.source, \
-        f'{name}: the closing cell does not link {previous} and {following}'
+    assert f']({previous})' in links and f']({following})' in links, \
+        f'{name}: the closing section does not link {previous} and {following}'
 
 
 @pytest.mark.parametrize('name', STEMS)

@@ -101,7 +101,7 @@ def test_a_staged_run_names_where_its_files_will_be_published(committed_homes, m
 
 def test_route_outputs_wants_exactly_the_notebooks_parameters(committed_homes):
     with pytest.raises(TypeError, match=r"got the parameters seed; pass exactly the notebook's parameters, in "
-                                        r"order: seed, processes"):
+                                        r"order: seed, seeds, processes"):
         side_runs.route_outputs('07_tinyagent_comparison', seed=0)
     with pytest.raises(KeyError, match=r"no notebook 'nb' in notebooks/ to read committed parameters from; there are: "
                                        r"01_bandit_closed_form, "):

@@ -5,6 +5,8 @@ Nothing here decides a run's numbers: a watched run is trained by experiments.tr
 among its `watch` plug-ins, and LiveCurve only reads the records the engine hands it (a test checks the run is the
 stored one, bit for bit). This module is not one of the fingerprinted training modules, so editing it retrains nothing.
 """
+import re
+
 from agentrl import plotting
 from agentrl.ch10 import experiments
 from agentrl.ch10.regularizers import chapter_plugins
@@ -136,6 +138,24 @@ def same_run(a, b):
     return (a['history'] == b['history'] and a['metrics'] == b['metrics']
             and a['state_dict'].keys() == b['state_dict'].keys()
             and all(torch.equal(a['state_dict'][key], b['state_dict'][key]) for key in a['state_dict']))
+
+
+def spec_table(cls):
+    """Markdown: one row per field of a dataclass whose fields carry '#' comments (continued on '#   ' lines), read
+    from its source: the field, its declaration, and the comment."""
+    import inspect
+
+    rows, body = [], inspect.getsource(cls).split('\n    def ')[0].splitlines()
+    for line in body:
+        text = line.strip()
+        if text.startswith('#') and rows:  # a continued comment
+            rows[-1][2] = (rows[-1][2] + ' ' + text.lstrip('#').strip()).strip()
+        elif re.match(r'[a-z_]+: ', text):  # a field: 'name: type = default  # comment'
+            declaration, _, comment = text.partition('  #')
+            name, kind = declaration.split(':', 1)
+            rows.append([name.strip(), kind.strip(), comment.strip()])
+    lines = ['| field | declared as | what it is |', '|---|---|---|']
+    return '\n'.join(lines + [f'| `{name}` | `{kind}` | {comment} |' for name, kind, comment in rows])
 
 
 def identity_sentence(identical, name, steps):
