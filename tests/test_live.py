@@ -111,3 +111,14 @@ def test_run_all_shows_its_lines_only_to_a_person_watching(monkeypatch):
     monkeypatch.setattr(live, 'where_shown', lambda: 'notebook')
     assert live.run_all(['spec'], processes=1) == {'a': 1}
     assert shown == [False, True]
+
+
+def test_the_spec_table_lists_every_field_of_the_run_spec_with_its_comment():
+    import dataclasses
+
+    from agentrl.ch10 import experiments, live
+    table = live.spec_table(experiments.RunSpec)
+    rows = table.splitlines()[2:]
+    assert [row.split('`')[1] for row in rows] == [f.name for f in dataclasses.fields(experiments.RunSpec)]
+    assert "empty: PPO's clipped surrogate |" in table  # a comment continued on the next source line is kept
+    assert all(row.count(' | ') == 2 and not row.endswith('|  |') for row in rows)
