@@ -4,7 +4,7 @@ import pytest
 from agentrl import chapter, results
 from agentrl.calibration import substrates
 from agentrl.ch10 import across, claims, explanations, ties
-from agentrl.ch10 import substrate_text as st
+from agentrl.calibration import substrate_text as st
 from agentrl.paths import RESULTS
 
 NAMES = {'a': 'trial 1', 'b': 'trial 2', 'c': 'trial 3'}
