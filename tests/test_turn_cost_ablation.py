@@ -49,3 +49,21 @@ def test_the_judged_claims_are_the_failing_and_the_fragile_ones():
 def test_an_unknown_claim_is_refused_with_the_known_ones():
     with pytest.raises(ValueError, match="not claims: \\['nope'\\]; allowed: \\['collapse'"):
         turn_cost.ablation_specs(['nope'], [0])
+
+
+def test_each_reading_of_a_failing_claim_is_set_against_the_ablation():
+    from agentrl.ch10 import explanations
+
+    found = [dict(key='estimators-agree', text='claim text', held_on=0, seeds=[0, 1], verdict=claims.DOES_NOT_HOLD,
+                  premise=None, evidence=['a', 'b'])]
+    row = dict(key='estimators-agree', held_on_without=2, n=2, without_cost=claims.HOLDS, meaning='the cost decides')
+    text = '\n'.join(explanations.explanation_lines(found, [row]))
+    assert 'Without the per-turn cost it is true on 2 of 2 seeds (holds): the cost decides.' in text
+    assert 'Without the per-turn cost' not in '\n'.join(explanations.explanation_lines(found))
+
+
+def test_the_ablation_table_has_a_row_per_claim():
+    rows = [dict(text='t', held_on_with=1, n=5, with_cost=claims.DOES_NOT_HOLD, held_on_without=3,
+                 without_cost=claims.HOLDS, outcome='a', meaning='m')]
+    assert turn_cost.ablation_table(rows).splitlines()[2] == '| t | 1/5, does not hold | 3/5, holds | (a) m |'
+    assert turn_cost.RULE in turn_cost.rule_markdown()

@@ -164,14 +164,24 @@ def explain(summary, runs_by_seed):
     return out
 
 
-def explanation_lines(found):
+def ablation_sentence(row):
+    """What a claim did in the per-turn-cost ablation (agentrl.ch10.turn_cost.judge's row), as a sentence."""
+    return (f'Without the per-turn cost it is true on {row["held_on_without"]} of {row["n"]} seeds '
+            f'({row["without_cost"]}): {row["meaning"]}.')
+
+
+def explanation_lines(found, ablation=()):
     """Markdown for explain()'s dicts: per claim one paragraph (how many seeds it holds on, then our reading or why we
-    offer none), then what each seed measured, folded away in a <details> block holding a table. Nothing is nested in
-    a list, where Markdown renderers differ on tables."""
+    offer none, then what the same runs without the per-turn cost gave, from `ablation`'s rows), then what each seed
+    measured, folded away in a <details> block holding a table. Nothing is nested in a list, where Markdown renderers
+    differ on tables."""
+    without = {row['key']: ablation_sentence(row) for row in ablation}
     lines = []
     for e in found:
         n = len(e['seeds'])
         said = f'*{e["text"]}*: true on {e["held_on"]} of {n} seeds ({e["verdict"]}).'
+        if e['key'] in without:
+            said += ' ' + without[e['key']]
         if e['premise'] is None:
             lines += [f'{said} We have no reading to offer for this one.', '']
             lines += _numbers(e, [('the claim', e['evidence'])])

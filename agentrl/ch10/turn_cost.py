@@ -90,3 +90,17 @@ def judge(default_verdicts, ablation_runs_by_seed, seeds):
 def judged_claims(seed_verdicts, fragile_keys=()):
     """The claims the ablation judges: every seed verdict that does not hold, and every fragile one -> [verdicts]."""
     return [v for v in seed_verdicts if v['verdict'] != claims.HOLDS or v['key'] in set(fragile_keys)]
+
+
+def rule_markdown():
+    """The rule as the notebook shows it, before the ablation's results."""
+    return f'**The rule, committed before the ablation\'s runs.** {RULE}'
+
+
+def ablation_table(rows):
+    """Markdown: one row per judged claim, with and without the per-turn cost."""
+    lines = ['| claim | with the cost | without it | outcome |', '|---|---|---|---|']
+    lines += [f'| {row["text"]} | {row["held_on_with"]}/{row["n"]}, {row["with_cost"]} | '
+              f'{row["held_on_without"]}/{row["n"]}, {row["without_cost"]} | ({row["outcome"]}) {row["meaning"]} |'
+              for row in rows]
+    return '\n'.join(lines)
