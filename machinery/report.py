@@ -130,6 +130,9 @@ def build_report(folder=None, snapshot=None):
                 'table and our seed-0 run in 10.7 above.\n')
     for notebook, title, keys in chapter.BEYOND:
         body.append(f'### {title}\n\nNotebook: `notebooks/{notebook}.ipynb`.\n')
+        if not keys:  # machinery shown to the reader (the engine appendix): it prints no table of its own
+            body.append('It prints no table to set beside the book: it shows how the runs above are made.\n')
+            continue
         blocks = ['\n'.join(line.rstrip() for line in recorded.get(notebook, key, [])) for key in keys]
         printed = '\n\n'.join(block for block in blocks if block)  # a blank line between two printed blocks
         body.append('```text\n' + printed + '\n```\n' if printed else '*Not executed yet.*\n')
