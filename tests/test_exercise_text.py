@@ -126,3 +126,25 @@ def test_what_we_found_has_a_bullet_per_exercise_and_calls_ties_ties():
 @pytest.mark.parametrize('failure', [None])
 def test_what_we_found_without_a_failure_says_the_prediction_holds(failure):
     assert et.found_2(0, POINTS, failure).endswith(', and stays within 10% along the whole sweep.')
+
+
+def test_each_exercise_leaves_an_empty_cell_then_a_collapsed_worked_answer():
+    import nbformat
+
+    from agentrl.paths import NOTEBOOKS
+    cells = nbformat.read(NOTEBOOKS / '10_exercises.ipynb', as_version=4).cells
+    starts = [i for i, c in enumerate(cells) if c.cell_type == 'markdown' and c.source.startswith('## Exercise')]
+    assert len(starts) == 4
+    for start in starts:
+        question, attempt, worked = cells[start:start + 3]
+        assert '**The question.**' in question.source
+        assert attempt.cell_type == 'code' and attempt.source == '' and not attempt.outputs
+        assert worked.cell_type == 'markdown' and worked.source == '### Worked answer'
+        assert worked.metadata.get('jp-MarkdownHeadingCollapsed') is True
+        end = next((i for i in range(start + 3, len(cells)) if cells[i].cell_type == 'markdown'
+                    and cells[i].source.startswith(('# ', '## ', '### '))), len(cells))
+        hidden = cells[start + 3:end]  # what JupyterLab collapses: every cell up to the next heading of level <= 3
+        assert any(c.cell_type == 'code' and c.outputs for c in hidden), 'the worked answer computes something'
+    found = next(i for i, c in enumerate(cells) if c.source.startswith('## What we found'))
+    assert found < starts[0] and cells[found + 1].outputs, 'the findings open the notebook, filled in by the last cell'
+    assert cells[found + 1].outputs[0]['data']['text/markdown'] != et.PENDING

@@ -460,3 +460,21 @@ def test_main_reports_a_bad_formula_without_a_traceback(tmp_path, monkeypatch, c
     assert site.main(['--out', str(out)]) == 1
     assert 'make html: notebooks/99_probe.ipynb' in capsys.readouterr().err
     assert not Path(out).exists()
+
+
+def test_a_worked_answer_collapsed_in_jupyterlab_shows_on_the_site(tmp_path, monkeypatch):
+    heading = nbformat.v4.new_markdown_cell('### Worked answer')
+    heading.metadata['jp-MarkdownHeadingCollapsed'] = True  # JupyterLab hides the cells under it until opened
+    answer = nbformat.v4.new_code_cell('print(6 * 7)')
+    answer.outputs = [nbformat.v4.new_output('stream', name='stdout', text='forty-two\n')]
+    out = fake_repository(tmp_path, monkeypatch, [
+        nbformat.v4.new_markdown_cell('# probe\n\n## Exercise\n\nThe question.'), nbformat.v4.new_code_cell(''),
+        heading, nbformat.v4.new_markdown_cell('The argument of the answer.'), answer])
+    site.build(out)
+    soup = soup_of(out / '99_probe.html')
+    text = ' '.join(soup.get_text(' ').split())
+    assert 'Worked answer' in text and 'The argument of the answer.' in text and 'forty-two' in text
+    for element in soup.find_all(string=re.compile('The argument of the answer|forty-two')):
+        for parent in element.parents:
+            assert 'hidden' not in ' '.join(parent.get('class') or []), f'hidden by {parent.name}.{parent["class"]}'
+            assert 'display:none' not in (parent.get('style') or '').replace(' ', '')
