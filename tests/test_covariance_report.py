@@ -21,3 +21,11 @@ def test_the_reading_follows_sign_and_size():
     disagree = cr.summaries({0: [1.0, 2.0, 3.0]}, {0: [0.1, 0.2, 0.3]})
     assert '**Sign: not as predicted.**' in cr.reading(disagree) and '**Size: not seen.**' in cr.reading(disagree)
     assert len(cr.table_lines(agree)) == 2
+
+
+def test_the_legend_names_the_scales_and_each_seeds_correlation():
+    found = cr.summaries({0: [1.0, 2.0, 3.0], 4: [1.0, 2.0, 3.0]}, {0: [-0.1, -0.2, -0.3], 4: [0.1, 0.2, 0.3]})
+    names = cr.legend(found, 0.1234, 0.5)
+    assert names['covariance'] == 'covariance term before the update (/ 0.123)'
+    assert names['change'] == 'entropy change of the update (/ 0.500 nats)'
+    assert (names[0], names[4]) == ('seed 0 (correlation -1.00)', 'seed 4 (correlation +1.00)')

@@ -66,3 +66,10 @@ def reading(found):
             f'{size_reading[0].upper() + size_reading[1:]}. The identity is first order in the logit change of one '
             'plain gradient step; our updates go through Adam and the PPO clip over several minibatches, which keeps '
             'the direction of the push but need not keep its size.')
+
+
+def legend(found, cov_scale, change_scale):
+    """The figure's legend entries: the two scaled series of the left panel, and each seed's correlation."""
+    names = {s: f'seed {s} (correlation {number(m["correlation"], "+.2f")})' for s, m in found.items()}
+    return {**names, 'covariance': f'covariance term before the update (/ {cov_scale:.3f})',
+            'change': f'entropy change of the update (/ {change_scale:.3f} nats)'}

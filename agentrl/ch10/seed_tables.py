@@ -1,15 +1,27 @@
 """Notebook 09's tables and sentences: the Clip-Cov/KL-Cov fraction sweep, the adaptive-KL targets, the seed table,
 the statements' verdicts by seed, the failing mechanisms against the book's numbers, and the re-checks one step
-further. Each function takes runs or verdicts and returns lines or Markdown; the verdicts themselves are
-agentrl.ch10.claims'."""
+further, the per-turn-cost ablation's section and the findings the notebook opens and closes with. Each function
+takes runs or verdicts and returns lines or Markdown; the verdicts themselves are agentrl.ch10.claims', and every
+comparison of two numbers in a sentence follows agentrl.ch10.ties."""
+import dataclasses
 import math
 import textwrap
 
-from agentrl.ch10 import claims
+from agentrl.ch10 import across, claims, comparison, entropy_law, findings, stability, ties, turn_cost
 from agentrl.ch10.claims import entropy_end, entropy_start
+from agentrl.ch10.live import run_all
+from agentrl.prose import and_join
 
 FRACTIONS = (0.01, 0.05, 0.2)  # the Clip-Cov / KL-Cov fractions the sweep tries
 TARGETS = (0.01, 0.03, 0.1, 0.3)  # the adaptive KL targets the sweep tries
+
+
+def train_on_seeds(specs_of, seeds, processes=2):
+    """Load or train specs_of(s) on every seed s, each run named '<name> | seed <s>' in the run cache -> {seed: {name:
+    run}} under the plain names."""
+    specs = [dataclasses.replace(spec, name=f'{spec.name} | seed {s}') for s in seeds for spec in specs_of(s)]
+    runs = run_all(specs, processes=processes)
+    return {s: across.runs_of_seed(runs, s) for s in seeds}
 
 
 def final_reward(run):
@@ -78,12 +90,13 @@ COLUMNS = [('final entropy', lambda r: entropy_end(r), '.3f'), ('reads', lambda 
 
 
 def seed_table(by_seed, names, seeds):
-    """-> (table {(setting, column): per-seed values}, the recorded summary, the printed lines)."""
+    """({seed: {setting: run}}, settings, seeds) -> (table {(setting, column): per-seed values}, the recorded summary,
+    the printed lines)."""
     table, summary_rows = {}, []
     for name in names:
         cells, values = [], {}
         for column, value, fmt in COLUMNS:
-            xs = [value(by_seed[s][f'{name} | seed {s}']) for s in seeds]
+            xs = [value(by_seed[s][name]) for s in seeds]
             table[name, column] = values[column] = xs
             cells.append(f'{sum(xs) / len(xs):{fmt}} [{min(xs):{fmt}}, {max(xs):{fmt}}]')
         summary_rows.append(dict(setting=name, cells=cells, values=values))
@@ -152,24 +165,37 @@ def mechanism_gaps(seed_verdicts, book_columns, book_rows, runs_by_seed, table, 
     def mean(name, column):
         return sum(table[name, column]) / len(seeds)
 
-    context = (f'For scale: without regularisation our runs reach held-out pass@1 {mean("none", "pass@1"):.3f} and '
-               f'pass@8 {mean("none", "pass@8"):.3f} (means over seeds), the book\'s {book["none"]["pass@1"]} and '
-               f'{book["none"]["pass@8"]}'
-               + (': our runs get further in the same 40 steps, so the reward pulls harder against the same '
-                  'coefficient; the re-check below asks whether that is enough to explain the gap.'
-                  if mean('none', 'pass@1') > float(book['none']['pass@1']) else
-                  '; our runs do not end above the book\'s here, so the substrate difference may not be what '
-                  'separates the two tables, and the re-check below bears on that.'))
-    return '\n'.join(rows) + '\n\n' + context
+    return '\n'.join(rows) + '\n\n' + book_gap(mean('none', 'pass@1'), mean('none', 'pass@8'), book['none'],
+                                                 comparison.tolerances(runs_by_seed)['pass1'], len(seeds))
+
+
+def book_gap(pass1, pass8, book_none, tol, n_seeds):
+    """Markdown: the unregularised run's held-out scores, ours (means over seeds) against the book's, compared on
+    pass@1 by the tie rule, and what that says about the re-check."""
+    word = ties.compare(pass1, float(book_none['pass@1']), tol)
+    head = (f'For scale: without regularisation our runs reach held-out pass@1 {pass1:.3f} and pass@8 {pass8:.3f} '
+            f'(means over seeds), the book\'s {book_none["pass@1"]} and {book_none["pass@8"]}. '
+            + ties.rule_sentence(tol, 'pass@1', 'seeds', n_seeds) + ' ')
+    if word == ties.HIGHER:
+        return head + ('Our pass@1 is above the book\'s by more than that: our runs get further in the same 40 steps, '
+                       'so the reward pulls harder against the same coefficient; the re-check below asks whether that '
+                       'is enough to explain the gap.')
+    if word == ties.TIED:
+        return head + ('Ours and the book\'s pass@1 are tied by it: the unregularised runs get about as far in 40 '
+                       'steps on both substrates, so a stronger pull of the reward is not shown to separate the two '
+                       'tables, and the re-check below bears on that.')
+    return head + ('Our pass@1 is below the book\'s by more than that: our runs do not get as far in 40 steps, so a '
+                   'stronger pull of the reward does not separate the two tables, and the re-check below bears on '
+                   'that.')
 
 
 def scale_lines(scale_runs, specs, seeds, vocab_size):
-    """The printed lines of the re-checks one step further, a line per setting and seed."""
+    """The printed lines of the re-checks one step further ({seed: {setting: run}}), a line per setting and seed."""
     recheck = [f'log V = log {vocab_size} = {math.log(vocab_size):.3f} nats',
                f'{"setting":<22}| seed | entropy 0-4 -> last 5 | no signal from step | invalid | pass@1 | KL from start']
     for spec in specs:
         for s in seeds:
-            run = scale_runs[s][f'{spec.name} | seed {s}']
+            run = scale_runs[s][spec.name]
             lost = next((step['step'] for step in run['history'] if not step['signal']), None)
             m = run['metrics']
             recheck.append(f'{spec.name:<22}| {s:>4} | {entropy_start(run):.3f} -> {entropy_end(run):<11.3f} |'
@@ -235,3 +261,88 @@ def explanations_markdown(explained, ablation=()):
     if not explained:
         return 'Every claim holds across the seeds: there is nothing to explain.'
     return '\n'.join(explanations.explanation_lines(explained, ablation))
+
+
+def readings_markdown(explained, ablation, n_seeds):
+    """Markdown: every failing statement with our reading and the ablation's outcome, then how many readings are
+    offered."""
+    return explanations_markdown(explained, ablation) + '\n\n' + explained_count(explained, n_seeds)
+
+
+def ablation_markdown(found):
+    """Markdown: the per-turn-cost ablation's table, one row per judged claim, and its one-sentence summary."""
+    return turn_cost.ablation_table(found.ablation) + '\n\n' + findings.ablation_summary(found)
+
+
+def law_ties(judged):
+    """The law's forecast against the better simple one on each seed, by the tie rule -> {window: dict(tol, words)}:
+    the tolerance from the spread of every forecast's RMSE over the seeds, and per seed 'higher', 'lower' or 'tied'
+    (the law's RMSE against the better baseline's). judged: {seed: entropy_law.judge(...)}."""
+    out = {}
+    for window in entropy_law.WINDOWS:
+        rmse = {s: j['rmse'][window] for s, j in judged.items()}
+        tol = ties.tolerance({p: [r[p] for r in rmse.values()] for p in entropy_law.PREDICTORS})
+        out[window] = dict(tol=tol, words={s: ties.compare(r['law'], min(r[p] for p in entropy_law.PREDICTORS[1:]), tol)
+                                           for s, r in rmse.items()})
+    return out
+
+
+def law_sentence(law_verdict, judged):
+    """The law's verdict by its rule, how often its forecast and the better simple one are tied, and what that says."""
+    n = len(judged)
+    wins = {w: sum(j['law_beats_baselines'][w] for j in judged.values()) for w in entropy_law.WINDOWS}
+    tied = law_ties(judged)
+    counts = {w: sum(word == ties.TIED for word in tied[w]['words'].values()) for w in entropy_law.WINDOWS}
+    return (f'{law_verdict} by the rule fixed in advance: the law forecasts better than both simple forecasts '
+            f'on {wins["second half"]} of {n} seeds over the second half and {wins["late"]} of {n} over the late '
+            'steps. By the tie rule (two RMSEs differing by less than 2 standard errors of a difference, from their '
+            'spread over the seeds, are tied), its error and the better simple forecast\'s are tied on '
+            f'{counts["second half"]} of {n} seeds over the second half (tolerance {tied["second half"]["tol"]:.3f}) '
+            f'and {counts["late"]} of {n} over the late steps (tolerance {tied["late"]["tol"]:.3f})'
+            + (': these runs cannot tell the law from a constant or a straight line.'
+               if all(c == n for c in counts.values()) else '.'))
+
+
+def failing_bullet(e, ablation_row):
+    """A sub-bullet: a failing statement, on how many seeds, the fact our reading rests on, and the ablation."""
+    n = len(e['seeds'])
+    parts = [f'*{e["text"]}* (true on {e["held_on"]} of {n}).']
+    if e['premise'] is None:
+        parts.append('We offer no reading.')
+    else:
+        on = f'{sum(e["premise_held"])} of {n}'
+        parts.append(f'Our reading (in full below) rests on this fact, true on {on}: {e["premise"]}.'
+                     if e['explanation'] else
+                     f'The reading we would offer rests on this fact, true on only {on}, so we withhold it: '
+                     f'{e["premise"]}.')
+    if ablation_row is not None:
+        parts.append(f'Without the per-turn cost, true on {ablation_row["held_on_without"]} of {ablation_row["n"]}: '
+                     f'{ablation_row["meaning"]}.')
+    return ' '.join(parts)
+
+
+def what_we_found(found, explained, scale_verdicts, law, stable_rows, chosen_fraction, chosen_target, answered):
+    """Markdown bullets: what notebook 09 found, from this execution's verdicts (it opens and closes with them).
+    found: findings.Evidence; explained: explanations.explain of every failing verdict; law: entropy_law_report's
+    report."""
+    n = len(found.seeds)
+    judged = [v for v in found.verdicts if v['kind'] != claims.AT_SCALE]
+    kinds = [f'{findings.count_words([v for v in judged if v["kind"] == kind])} of the {label}'
+             for kind, label in ((claims.MECHANISM, 'mechanisms'), (claims.OBSERVATION, 'observations'))]
+    rechecked = sum(v['verdict'] == claims.HOLDS for v in scale_verdicts)
+    moved = [e['key'] for e in explained if found.verdict(e['key'])['held_on'] != e['held_on']]
+    if moved:
+        raise ValueError(f'the notebook\'s runs and findings.evidence disagree on {moved}')
+    bullets = [
+        f'**The chapter\'s statements on {n} seeds** ({claims.seed_rule_text(n)}): {and_join(kinds)}; one step '
+        f'further (twice the coefficient or the steps), {rechecked} of {len(scale_verdicts)} re-checks of the failing '
+        f'mechanisms {"holds" if rechecked == 1 else "hold"}.',
+        f'**Not holding ({len(explained)}), with our reading and the per-turn-cost ablation:**' + ''.join(
+            f'\n  - {failing_bullet(e, found.ablation_row(e["key"]))}' for e in explained),
+        f'**Against other arithmetic streams:** {stability.stability_summary(stable_rows)}',
+        f'**The per-turn cost:** {findings.ablation_summary(found)}',
+        f'**The entropy–performance law** is {law_sentence(law["verdict"], law["judged"])}',
+        f'**Clip-Cov, KL-Cov and the adaptive KL:** the training-only sweeps chose Clip-Cov '
+        f'{chosen_fraction["clip_cov"]}, KL-Cov {chosen_fraction["kl_cov"]} and the adaptive KL target '
+        f'{chosen_target} (exercise 5 {"answered" if answered else "not answered"} by a swept target).']
+    return '\n'.join(f'- {bullet}' for bullet in bullets)
