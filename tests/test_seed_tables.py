@@ -83,7 +83,8 @@ def _explained(key, held_on, premise_held=None, explanation='r'):
 def test_a_failing_bullet_gives_the_fact_its_reading_rests_on_and_the_ablation():
     row = dict(held_on_without=3, n=5, meaning='the cost is a candidate cause')
     shown = st.failing_bullet(_explained('a', 2, [True] * 4 + [False]), row)
-    assert shown == ('*claim a* (true on 2 of 5). Our reading (in full below) rests on this fact, true on 4 of 5: '
+    assert shown == ('*claim a* (true on 2 of 5). Our reading (in full under *Where a statement does not hold*) '
+                     'rests on this fact, true on 4 of 5: '
                      'premise a. Without the per-turn cost, true on 3 of 5: the cost is a candidate cause.')
     withheld = st.failing_bullet(_explained('b', 0, [True, False, False, False, False]), None)
     assert withheld == ('*claim b* (true on 0 of 5). The reading we would offer rests on this fact, true on only 1 of '
@@ -123,7 +124,8 @@ def test_what_we_found_is_rendered_from_the_record():
     assert bullets[0].startswith('- **The chapter\'s statements on 5 seeds** (holds: true on at least 3 of 5 seeds')
     assert '1 of 2 hold of the mechanisms and 1 of 1 hold of the observations' in bullets[0]
     assert '1 of 1 re-checks of the failing mechanisms holds' in bullets[0]
-    assert '  - *claim a* (true on 2 of 5). Our reading (in full below) rests on this fact, true on 5 of 5: ' \
+    assert '  - *claim a* (true on 2 of 5). Our reading (in full under *Where a statement does not hold*) rests ' \
+           'on this fact, true on 5 of 5: ' \
            'premise a. Without the per-turn cost, true on 4 of 5: the cost is a candidate cause.' in text
     assert '1 holds once the cost is gone' in text and '**The entropy–performance law** is mixed by the rule' in text
     assert 'Clip-Cov 0.01, KL-Cov 0.2 and the adaptive KL target 0.3 (exercise 5 not answered' in text

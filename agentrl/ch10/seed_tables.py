@@ -311,8 +311,8 @@ def failing_bullet(e, ablation_row):
         parts.append('We offer no reading.')
     else:
         on = f'{sum(e["premise_held"])} of {n}'
-        parts.append(f'Our reading (in full below) rests on this fact, true on {on}: {e["premise"]}.'
-                     if e['explanation'] else
+        parts.append(f'Our reading (in full under *Where a statement does not hold*) rests on this fact, true on '
+                     f'{on}: {e["premise"]}.' if e['explanation'] else
                      f'The reading we would offer rests on this fact, true on only {on}, so we withhold it: '
                      f'{e["premise"]}.')
     if ablation_row is not None:
