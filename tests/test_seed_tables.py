@@ -63,6 +63,7 @@ def test_the_law_and_the_better_forecast_are_compared_by_the_tie_rule():
     assert f'over the late steps (tolerance {tol:.3f}): these runs cannot tell the law from a constant' in sentence
     assert 'tied on 0 of 3 seeds over the second half' in st.law_sentence('supported', far)
     assert st.law_sentence('supported', far).endswith(').')
+    assert st.law_reading(dict(text='The reading.', judged=judged)).startswith('The reading.\n\nBy the tie rule')
 
 
 def test_ours_against_the_book_is_tied_below_the_tolerance():

@@ -287,20 +287,32 @@ def law_ties(judged):
     return out
 
 
-def law_sentence(law_verdict, judged):
-    """The law's verdict by its rule, how often its forecast and the better simple one are tied, and what that says."""
+def law_tie_sentence(judged):
+    """How often the law's forecast error and the better simple forecast's are tied, by the tie rule, and what that
+    says."""
     n = len(judged)
-    wins = {w: sum(j['law_beats_baselines'][w] for j in judged.values()) for w in entropy_law.WINDOWS}
     tied = law_ties(judged)
     counts = {w: sum(word == ties.TIED for word in tied[w]['words'].values()) for w in entropy_law.WINDOWS}
-    return (f'{law_verdict} by the rule fixed in advance: the law forecasts better than both simple forecasts '
-            f'on {wins["second half"]} of {n} seeds over the second half and {wins["late"]} of {n} over the late '
-            'steps. By the tie rule (two RMSEs differing by less than 2 standard errors of a difference, from their '
-            'spread over the seeds, are tied), its error and the better simple forecast\'s are tied on '
+    return ('By the tie rule (two RMSEs differing by less than 2 standard errors of a difference, from their spread '
+            'over the seeds, are tied), the law\'s error and the better simple forecast\'s are tied on '
             f'{counts["second half"]} of {n} seeds over the second half (tolerance {tied["second half"]["tol"]:.3f}) '
             f'and {counts["late"]} of {n} over the late steps (tolerance {tied["late"]["tol"]:.3f})'
             + (': these runs cannot tell the law from a constant or a straight line.'
                if all(c == n for c in counts.values()) else '.'))
+
+
+def law_sentence(law_verdict, judged):
+    """The law's verdict by its rule, and how often its forecast and the better simple one are tied."""
+    n = len(judged)
+    wins = {w: sum(j['law_beats_baselines'][w] for j in judged.values()) for w in entropy_law.WINDOWS}
+    return (f'{law_verdict} by the rule fixed in advance: the law forecasts better than both simple forecasts '
+            f'on {wins["second half"]} of {n} seeds over the second half and {wins["late"]} of {n} over the late '
+            'steps. ' + law_tie_sentence(judged))
+
+
+def law_reading(law):
+    """Markdown: the law's reading (entropy_law_report's), then its forecasts set against the tie rule."""
+    return law['text'] + '\n\n' + law_tie_sentence(law['judged'])
 
 
 def failing_bullet(e, ablation_row):
