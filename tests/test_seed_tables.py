@@ -155,3 +155,10 @@ def test_train_on_seeds_names_each_run_by_its_seed_and_returns_plain_names(monke
     assert asked == ['none | seed 0', 'temperature 1.3 | seed 0', 'none | seed 11', 'temperature 1.3 | seed 11']
     assert found == {0: {'none': dict(seed=0), 'temperature 1.3': dict(seed=0)},
                      11: {'none': dict(seed=11), 'temperature 1.3': dict(seed=11)}}
+
+
+def test_train_keyed_returns_each_run_under_its_key(monkeypatch):
+    from agentrl.ch10 import experiments
+
+    monkeypatch.setattr(st, 'run_all', lambda specs, processes=2: {spec.name: spec.seed for spec in specs})
+    assert st.train_keyed({0.1: experiments.arm('a', seed=3), 0.2: experiments.arm('b', seed=4)}) == {0.1: 3, 0.2: 4}

@@ -16,6 +16,12 @@ FRACTIONS = (0.01, 0.05, 0.2)  # the Clip-Cov / KL-Cov fractions the sweep tries
 TARGETS = (0.01, 0.03, 0.1, 0.3)  # the adaptive KL targets the sweep tries
 
 
+def train_keyed(specs, processes=2):
+    """{key: RunSpec} -> {key: run}, loaded or trained together."""
+    runs = run_all(list(specs.values()), processes=processes)
+    return {key: runs[spec.name] for key, spec in specs.items()}
+
+
 def train_on_seeds(specs_of, seeds, processes=2):
     """Load or train specs_of(s) on every seed s, each run named '<name> | seed <s>' in the run cache -> {seed: {name:
     run}} under the plain names."""
