@@ -162,3 +162,15 @@ def test_train_keyed_returns_each_run_under_its_key(monkeypatch):
 
     monkeypatch.setattr(st, 'run_all', lambda specs, processes=2: {spec.name: spec.seed for spec in specs})
     assert st.train_keyed({0.1: experiments.arm('a', seed=3), 0.2: experiments.arm('b', seed=4)}) == {0.1: 3, 0.2: 4}
+
+
+def test_the_findings_must_judge_as_the_notebook_does():
+    import pytest
+
+    verdicts = [dict(key='a', verdict=claims.HOLDS, held_on=3, seeds=[0, 1, 2, 3, 4]),
+                dict(key='b', verdict=claims.DOES_NOT_HOLD, held_on=1, seeds=[0, 1, 2, 3, 4])]
+    st.check_same_verdicts(_Found([dict(v) for v in verdicts], []), verdicts)
+    with pytest.raises(ValueError, match="disagree on \\['b'\\]"):
+        st.check_same_verdicts(_Found([verdicts[0], dict(verdicts[1], held_on=2)], []), verdicts)
+    with pytest.raises(ValueError, match="disagree on \\['b'\\]"):
+        st.check_same_verdicts(_Found(verdicts[:1], []), verdicts)

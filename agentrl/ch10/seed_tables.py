@@ -269,6 +269,17 @@ def explanations_markdown(explained, ablation=()):
     return '\n'.join(explanations.explanation_lines(explained, ablation))
 
 
+def check_same_verdicts(found, verdicts):
+    """Refuse findings.evidence's verdicts unless they are the notebook's own (verdicts: seed_verdict dicts), claim by
+    claim: the same claims, each true on the same seeds."""
+    def table(vs):
+        return {v['key']: (v['verdict'], v['held_on'], list(v['seeds'])) for v in vs}
+    ours, theirs = table(verdicts), table(found.verdicts)
+    differ = sorted(key for key in ours.keys() | theirs.keys() if ours.get(key) != theirs.get(key))
+    if differ:
+        raise ValueError(f'the notebook\'s runs and findings.evidence disagree on {differ}')
+
+
 def readings_markdown(explained, ablation, n_seeds):
     """Markdown: every failing statement with our reading and the ablation's outcome, then how many readings are
     offered."""
