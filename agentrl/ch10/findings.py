@@ -178,25 +178,3 @@ def summary_bullets(found, seed_verdicts, seed):
 
 PENDING = '*Filled in by the summary at the end of this notebook, from what the cells below compute.*'
 
-
-def seeds_summary(found, scale_verdicts, law_verdict, stable_rows, chosen_fraction, chosen_target, answered):
-    """Markdown bullets: what notebook 09 found (it opens and closes with them)."""
-    from agentrl.ch10 import stability as stab
-
-    n = len(found.seeds)
-    judged = [v for v in found.verdicts if v['kind'] != claims.AT_SCALE]
-    failing = [v for v in judged if v['verdict'] != claims.HOLDS]
-    kinds = [f'{count_words([v for v in judged if v["kind"] == kind])} of the {label}'
-             for kind, label in ((claims.MECHANISM, 'mechanisms'), (claims.OBSERVATION, 'observations'))]
-    rechecked = sum(v['verdict'] == claims.HOLDS for v in scale_verdicts)
-    bullets = [f'**The chapter\'s statements on {n} seeds** ({claims.seed_rule_text(n)}): {and_join(kinds)}. '
-               'Not holding: ' + and_join(f'*{v["text"]}* ({v["held_on"]} of {n})' for v in failing) + '.',
-               f'**One step further** (twice the coefficient or the steps), {rechecked} of {len(scale_verdicts)} '
-               f're-checks of the failing mechanisms {"holds" if rechecked == 1 else "hold"}.',
-               f'**Against other arithmetic streams:** {stab.stability_summary(stable_rows)}',
-               f'**The per-turn cost:** {ablation_summary(found)}',
-               f'**The entropy–performance law:** {law_verdict}.',
-               f'**Clip-Cov, KL-Cov and the adaptive KL:** the training-only sweeps chose Clip-Cov '
-               f'{chosen_fraction["clip_cov"]}, KL-Cov {chosen_fraction["kl_cov"]} and an adaptive KL target '
-               f'{chosen_target} (exercise 5 {"answered" if answered else "not answered"} by a swept target).']
-    return '\n'.join(f'- {bullet}' for bullet in bullets)
