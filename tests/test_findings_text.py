@@ -26,7 +26,7 @@ def test_the_opening_counts_what_held_and_names_what_did_not():
     assert '1 of 1 hold of the mechanisms' in text and '1 of 2 hold of the softer readings' in text
     assert '*at 0.3 the k3 and k3+ losses end within 0.05 nats of each other*: true on 0 of 5 seeds.' in text
     assert 'Our reading: our reading here.' in text
-    assert 'Without the per-turn cost it is true on 4 of 5 (holds): the per-turn cost is a candidate cause.' in text
+    assert 'Without the per-turn cost it is true on 4 of 5 seeds (holds): the per-turn cost is a candidate cause.' in text
     assert 'fragile: holds, 3/5 here; does not hold, 1/5 on other stream' in text  # the hair-thin one
     assert 'on 1 it says the opposite of the five-seed verdict' in text
 

@@ -14,6 +14,12 @@ def entropy_mean(run, start, stop):
     return sum(values) / len(values)
 
 
+def late_mean(run, key, last=5):
+    """Mean of a logged quantity over a run's last `last` steps."""
+    values = [step[key] for step in run['history'][-last:]]
+    return sum(values) / len(values)
+
+
 def entropy_start(run):
     """Mean entropy of steps 0-4."""
     return entropy_mean(run, 0, 5)

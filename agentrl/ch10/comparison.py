@@ -8,17 +8,19 @@ import html
 import math
 import re
 
-from agentrl.ch10 import claims, ties
+from agentrl.ch10 import claims, explanations, ties
 from agentrl.prose import and_join
 
 KL_ARMS, BETAS = ('KL k3+ 0.05', 'KL k3+ 0.3', 'KL k3+ 1.0'), ('0.05', '0.3', '1.0')
 HEADER = '{:<16}| entropy 0-4 -> 35-39 | reads | KL from start | pass@1 | pass@8 | distinct | invalid'.format('setting')
 
 
-def late(run, key, last=10):
-    """Mean of a logged quantity over a run's last `last` steps."""
-    values = [step[key] for step in run['history'][-last:]]
-    return sum(values) / len(values)
+LATE = 10  # the figure's readings average a run's last 10 steps
+
+
+def late(run, key):
+    """Mean of a logged quantity over a run's last LATE steps."""
+    return claims.late_mean(run, key, LATE)
 
 
 def whole(run, key):
@@ -202,8 +204,7 @@ class _Reader:
         said = f"Ours does not reproduce the book's finding that {what}."
         row = self.ablation.get(key)
         if row is not None:
-            said += (f' (On five seeds without the per-turn cost: true on {row["held_on_without"]} of {row["n"]}; '
-                     f'{row["meaning"]}.)')
+            said += ' ' + explanations.ablation_sentence(row)
         return said
 
     def gap(self, a, b, key, fmt):

@@ -7,7 +7,7 @@ compute nothing themselves beyond counting.
 """
 import dataclasses
 
-from agentrl.ch10 import across, claims, stability, turn_cost
+from agentrl.ch10 import across, claims, explanations, stability, turn_cost
 from agentrl.ch10.live import run_all
 from agentrl.prose import and_join
 
@@ -66,23 +66,15 @@ def verdict_phrase(found, v):
     return phrase
 
 
-def ablation_phrase(row):
-    """What the claim did with turn_cost 0, and what the committed rule says that means."""
-    if row is None:
-        return ''
-    return (f'without the per-turn cost it is true on {row["held_on_without"]} of {row["n"]} '
-            f'({row["without_cost"]}): {row["meaning"]}')
-
-
 def claim_bullet(found, key, reading=None):
     """One failing or fragile claim: its verdict, our reading (if any) and the ablation's outcome."""
     v = found.verdict(key)
     parts = [f'*{v["text"]}*: {verdict_phrase(found, v)}.']
     if reading:
         parts.append(f'Our reading: {reading}')
-    outcome = ablation_phrase(found.ablation_row(key))
-    if outcome:
-        parts.append(outcome[0].upper() + outcome[1:] + '.')
+    row = found.ablation_row(key)
+    if row is not None:
+        parts.append(explanations.ablation_sentence(row))
     return ' '.join(parts)
 
 
@@ -150,8 +142,6 @@ def comparison_bullets(found, seed_verdicts, seed, readings=None):
 
 def readings_where_premise_holds(found, failing_keys):
     """{claim key: our reading} for the failing claims whose reading's premise holds on the seeds."""
-    from agentrl.ch10 import explanations
-
     out = {}
     for key in failing_keys:
         e = explanations.explain(found.verdict(key), found.runs_by_seed)

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from agentrl.ch10 import across, claims, experiments
-from agentrl.ch10.claims import Claim, entropy_end, metric
+from agentrl.ch10.claims import Claim, entropy_end, late_mean, metric
 from agentrl.paths import FRAMEWORK_SWEEP
 from agentrl.substrate.config import active
 from agentrl.substrate.gym import Env
@@ -86,12 +86,6 @@ def summary(run):
     """What the claims and the notebook read of a run: across.run_summary with this sweep's HISTORY_KEYS (the held-out
     metrics are the same)."""
     return across.run_summary(run, history_keys=HISTORY_KEYS)
-
-
-def late_mean(run, key, last=5):
-    """Mean of a logged quantity over the last `last` steps."""
-    values = [step[key] for step in run['history'][-last:]]
-    return sum(values) / len(values)
 
 
 def run_mean(run, key):

@@ -51,15 +51,20 @@ def off_policy_kl_reading(kl_rows, weightings, k3_plus_rows):
             'the same distance from the reverse one, on opposite sides.')
 
 
-def two_token_lines(pair_rows, names):
-    shifts = sorted({r['shift'] for r in pair_rows})
-    kl_of = {r['shift']: r['sequence_kl'] for r in pair_rows}
-    lines = [f'{"sequence KL:":<25} | ' + ' | '.join(f'{kl_of[shift]:<13.3f}' for shift in shifts)]
+def _grid_lines(rows, key, head, head_value, head_fmt, names, cell, width):
+    """A printed block: a head line of one value per `key` (a distance), then per name a line of its cells."""
+    xs = sorted({r[key] for r in rows})
+    value = {r[key]: r[head_value] for r in rows}
+    lines = [f'{head:<25} | ' + ' | '.join(f'{value[x]:{head_fmt}}' for x in xs)]
     for name in names:
-        at = _at(pair_rows, 'shift', loss=name)
-        lines.append(f'{name:<25} | ' + ' | '.join(
-            f'{"%.3f / %.3f" % (at[shift]["first_error"], at[shift]["second_error"]):<13}' for shift in shifts))
+        at = _at(rows, key, loss=name)
+        lines.append(f'{name:<25} | ' + ' | '.join(f'{cell(at[x]):<{width}}' for x in xs))
     return [line.rstrip() for line in lines]
+
+
+def two_token_lines(pair_rows, names):
+    return _grid_lines(pair_rows, 'shift', 'sequence KL:', 'sequence_kl', '<13.3f', names,
+                       lambda r: '%.3f / %.3f' % (r['first_error'], r['second_error']), 13)
 
 
 def two_token_reading(pair_rows):
@@ -105,14 +110,8 @@ def aggregation_reading(largest, lengths, ratio, scale_rows, horizon):
 
 
 def ratio_lines(ratio_rows, losses):
-    steps = sorted({r['step'] for r in ratio_rows})
-    distance = {r['step']: r['kl_from_old'] for r in ratio_rows}
-    lines = [f'{"KL(pi || pi_old):":<25} | ' + ' | '.join(f'{distance[step]:<11.4f}' for step in steps)]
-    for name in losses:
-        at = _at(ratio_rows, 'step', loss=name)
-        lines.append(f'{name:<25} | ' + ' | '.join(
-            f'{"%.3f/%.3f" % (at[step]["error"], at[step]["cosine"]):<11}' for step in steps))
-    return [line.rstrip() for line in lines]
+    return _grid_lines(ratio_rows, 'step', 'KL(pi || pi_old):', 'kl_from_old', '<11.4f', losses,
+                       lambda r: '%.3f/%.3f' % (r['error'], r['cosine']), 11)
 
 
 def ratio_reading(ratio_rows, mixed):

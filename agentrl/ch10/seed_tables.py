@@ -7,7 +7,7 @@ import dataclasses
 import math
 import textwrap
 
-from agentrl.ch10 import across, claims, comparison, entropy_law, findings, stability, ties, turn_cost
+from agentrl.ch10 import across, claims, comparison, entropy_law, explanations, findings, stability, ties, turn_cost
 from agentrl.ch10.claims import entropy_end, entropy_start
 from agentrl.ch10.live import run_all
 from agentrl.prose import and_join
@@ -32,7 +32,7 @@ def train_on_seeds(specs_of, seeds, processes=2):
 
 def final_reward(run):
     """Mean training batch reward of the last five steps."""
-    return sum(step['reward'] for step in run['history'][-5:]) / 5
+    return claims.late_mean(run, 'reward', 5)
 
 
 def seeds_phrase(count, total):
@@ -262,8 +262,6 @@ def explained_count(explained, n_seeds):
 
 def explanations_markdown(explained, ablation=()):
     """Markdown: every failing statement with our reading and the ablation's outcome, or that none fails."""
-    from agentrl.ch10 import explanations
-
     if not explained:
         return 'Every claim holds across the seeds: there is nothing to explain.'
     return '\n'.join(explanations.explanation_lines(explained, ablation))
@@ -345,8 +343,7 @@ def failing_bullet(e, ablation_row):
                      f'The reading we would offer rests on this fact, true on only {on}, so we withhold it: '
                      f'{e["premise"]}.')
     if ablation_row is not None:
-        parts.append(f'Without the per-turn cost, true on {ablation_row["held_on_without"]} of {ablation_row["n"]}: '
-                     f'{ablation_row["meaning"]}.')
+        parts.append(explanations.ablation_sentence(ablation_row))
     return ' '.join(parts)
 
 
