@@ -54,8 +54,8 @@ def test_every_new_option_off_gives_train_rls_run_bit_for_bit(base):
     reference, reference_history = trained([], cfg, base=base)
     # the chapter's path with the new options at their defaults, and the measurements that change nothing
     regularized = copy.deepcopy(base)
-    history = arl.train_regularized(regularized, arl.make_tasks('train'), tokenizer(), cfg, 3,
-                                    plugins=arl.framework_plugins({}), kl_weighting='none')
+    history = arl.train_rl(regularized, arl.make_tasks('train'), tokenizer(), cfg, 3,
+                           plugins=arl.chapter_plugins(cfg, kl_weighting='none') + arl.framework_plugins({}))
     assert max_param_difference(reference, regularized) == 0.0 and history == reference_history
     measured, measured_history = trained([arl.SamplerCorrection('measure', None), arl.TopEntropyUpdate(1.0)], cfg,
                                          base=base)
@@ -291,9 +291,9 @@ def test_every_option_arm_trains_with_its_plugins(base):
               'top 20% entropy': 'top_entropy_frac', 'entropy target 0.3': 'entropy_coef'}
     for spec in framework_claims.option_arms(steps=2):
         cfg = dataclasses.replace(spec.config(), eval_every=0, tasks_per_step=2, group_size=4)
-        history = arl.train_regularized(copy.deepcopy(base), arl.make_tasks('train'), tokenizer(), cfg, 2,
-                                        plugins=arl.framework_plugins(dict(spec.options)) + [ActsAlone()],
-                                        kl_weighting=spec.kl_weighting)
+        chosen = arl.chapter_plugins(cfg, kl_weighting=spec.kl_weighting)
+        history = arl.train_rl(copy.deepcopy(base), arl.make_tasks('train'), tokenizer(), cfg, 2,
+                               plugins=chosen + arl.framework_plugins(dict(spec.options)) + [ActsAlone()])
         if spec.name in logged:
             assert all(logged[spec.name] in step for step in history), spec.name
 
@@ -414,10 +414,9 @@ def test_the_entropy_target_turns_the_bonus_on_at_the_target_itself():
     assert plugin.on and plugin.coef == 0.1
 
 
-def test_train_regularized_hands_the_kl_weighting_to_the_kl_term(base):
+def test_chapter_plugins_hands_the_kl_weighting_to_the_kl_term():
     with pytest.raises(ValueError, match='kl_weighting'):
-        arl.train_regularized(copy.deepcopy(base), arl.make_tasks('train'), tokenizer(), arl.RLConfig(**SMALL), 1,
-                              kl_weighting='ratio')  # no KL in the loss to weight
+        arl.chapter_plugins(arl.RLConfig(**SMALL), kl_weighting='ratio')  # no KL in the loss to weight
     kl_term, = arl.chapter_plugins(arl.RLConfig(kl_coef=0.3), kl_weighting='ratio-detached')
     assert kl_term.weighting == 'ratio-detached'
 

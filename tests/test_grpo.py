@@ -138,7 +138,8 @@ def test_a_nan_loss_stops_a_regularised_run_too_naming_it(base):
     model = NaNModel(copy.deepcopy(base))
     cfg = arl.RLConfig(eval_every=0, tasks_per_step=2, kl_coef=0.1, kl_kind='k3+')
     with pytest.raises(arl.NonFiniteLossError, match=r"run 'probe', step 0: the loss is nan"):
-        arl.train_regularized(model, arl.make_tasks('train'), tokenizer(), cfg, 2, entropy_coef=0.1, label="run 'probe'")
+        arl.train_rl(model, arl.make_tasks('train'), tokenizer(), cfg, 2, label="run 'probe'",
+                     plugins=arl.chapter_plugins(cfg, entropy_coef=0.1))
     assert max_param_difference(model.model, base) == 0.0
 
 

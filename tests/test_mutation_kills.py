@@ -829,21 +829,25 @@ def test_chapter_plugins_pass_the_reference_and_the_target_on():
     assert kl.reference == 'ref' and adaptive.kl_term is kl and adaptive.target == 1e-9
 
 
-def test_train_regularized_hands_every_choice_to_the_engine(monkeypatch):
+def test_train_regularized_hands_the_chapters_choices_to_the_engine(monkeypatch):
     from agentrl.ch10 import regularizers
 
     calls = []
     monkeypatch.setattr(regularizers, 'train_rl', lambda *args, **kw: calls.append((args, kw)) or 'history')
     cfg = arl.RLConfig(kl_coef=0.2)
-    extra = regularizers.Plugin()
-    assert regularizers.train_regularized('m', 'tasks', 'tok', cfg, 3, entropy_coef=0.1, ref_model='ref',
-                                          kl_target=0.05, policy_loss=dict(variant='kl_cov'), plugins=[extra]) == 'history'
-    assert regularizers.train_regularized('m', 'tasks', 'tok', cfg, 3, kl_in_reward=True, label='run') == 'history'
+    assert regularizers.train_regularized('m', 'tasks', 'tok', cfg, 3, entropy_coef=0.1, ref_model='ref') == 'history'
+    assert regularizers.train_regularized('m', 'tasks', 'tok', cfg, 3, kl_in_reward=True) == 'history'
     (args, kw), (_, kw2) = calls
-    assert args == ('m', 'tasks', 'tok', cfg, 3) and kw['label'] == 'GRPO' and kw2['label'] == 'run'
-    assert [type(p).__name__ for p in kw['plugins']] == ['CovariancePolicyLoss', 'EntropyBonus', 'ReferenceKL',
-                                                         'AdaptiveKL', 'Plugin']
+    assert args == ('m', 'tasks', 'tok', cfg, 3) and set(kw) == {'plugins'}
+    assert [type(p).__name__ for p in kw['plugins']] == ['EntropyBonus', 'ReferenceKL']
+    assert kw['plugins'][1].reference == 'ref'
     assert [type(p).__name__ for p in kw2['plugins']] == ['KLInReward']
+
+
+def test_chapter_plugins_orders_every_option_as_the_loss_adds_them():
+    cfg = arl.RLConfig(kl_coef=0.2)
+    chosen = arl.chapter_plugins(cfg, 0.1, False, 'ref', kl_target=0.05, policy_loss=dict(variant='kl_cov'))
+    assert [type(p).__name__ for p in chosen] == ['CovariancePolicyLoss', 'EntropyBonus', 'ReferenceKL', 'AdaptiveKL']
 
 
 @pytest.mark.parametrize('kwargs', [dict(fraction=1.0), dict(fraction=1e-9), dict(bounds=(2.0, 2.0 + 1e-9)),

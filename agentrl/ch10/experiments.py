@@ -17,15 +17,15 @@ from pydantic import AfterValidator, BeforeValidator, Field
 from agentrl import executors
 from agentrl.ch10.evaluation import diversity
 from agentrl.ch10.framework_plugins import check_options, framework_plugins
-from agentrl.ch10.regularizers import (COV_VARIANTS, CovariancePolicyLoss, centered_cross_product, entropy_bonus,
-                                       train_regularized)
+from agentrl.ch10.regularizers import (COV_VARIANTS, CovariancePolicyLoss, centered_cross_product, chapter_plugins,
+                                       entropy_bonus)
 from agentrl.core.logprobs import masked_mean, selected_log_probs
 from agentrl.core.off_policy import KL_WEIGHTINGS
 from agentrl.cpu import fixed_threads
 from agentrl.fingerprint import code_fingerprint, kernel_choice
 from agentrl.paths import runs_dir
 from agentrl.substrate.config import CHECKED, NonNegative, Positive, SubstrateConfig, active, all_errors_say, use
-from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig, Seed
+from agentrl.substrate.grpo import TRAIN_THREADS, Plugin, RLConfig, Seed, train_rl
 from agentrl.substrate.gym import make_tasks
 from agentrl.substrate.sft import make_rl_base
 from agentrl.substrate.tokenizer import build_tokenizer
@@ -57,15 +57,15 @@ Probe = Annotated[str, Field(pattern=r'^(covariance|heldout:[1-9][0-9]*)$'),
 # fields at once (the settings build a valid RLConfig and a valid CovariancePolicyLoss) is checked after them.
 @pydantic.dataclasses.dataclass(frozen=True, config=CHECKED)
 class RunSpec:
-    """One training run of train_regularized followed by the held-out diversity evaluation."""
+    """One training run (train_rl with chapter_plugins' choice) followed by the held-out diversity evaluation."""
     name: str  # the setting's label, e.g. 'KL k3+ 0.3'
     fields: Annotated[tuple, _setting_pairs('fields')] = ()  # RLConfig fields other than seed, as (name, value)
     #   pairs or a dict (stored as sorted pairs)
     policy_loss: Annotated[tuple, _setting_pairs('policy_loss'), AfterValidator(_known_policy_loss_options)] = ()
     #   the covariance-aware policy loss (CovariancePolicyLoss's variant, fraction, bounds, kl_coef) as pairs or a
     #   dict, like fields; empty: PPO's clipped surrogate
-    entropy_coef: NonNegative = 0.0  # train_regularized's entropy-bonus coefficient
-    kl_in_reward: bool = False  # train_regularized's KL-in-reward placement
+    entropy_coef: NonNegative = 0.0  # the entropy bonus's coefficient (train_regularized's entropy_coef)
+    kl_in_reward: bool = False  # the KL charged to the reward, not the loss (train_regularized's kl_in_reward)
     steps: Annotated[int, Field(ge=1)] = 40  # GRPO steps
     seed: Seed = 0  # RLConfig.seed: the training random streams
     init: Optional['RunSpec'] = None  # start from this run's final weights (None: the RL base)
@@ -101,7 +101,7 @@ class RunSpec:
         return RLConfig.for_substrate(active(), seed=self.seed, **dict(self.fields))
 
     def loss_options(self):
-        """train_regularized's policy_loss option (a CovariancePolicyLoss built from it, so a bad value fails here),
+        """chapter_plugins' policy_loss option (a CovariancePolicyLoss built from it, so a bad value fails here),
         or None for PPO's clipped surrogate."""
         if not self.policy_loss:
             return None
@@ -151,7 +151,7 @@ def _field_pairs(fields, what):
 
 def arm(name, fields=None, entropy_coef=0.0, kl_in_reward=False, steps=40, seed=0, kl_target=None, probes=(),
         policy_loss=None, kl_weighting='none', options=None):
-    """A RunSpec from the chapter's ARMS notation: RLConfig fields as a dict, train_regularized options as keywords
+    """A RunSpec from the chapter's ARMS notation: RLConfig fields as a dict, chapter_plugins' options as keywords
     (policy_loss as a dict, e.g. dict(variant='kl_cov', fraction=0.05); options: framework options as a dict)."""
     return RunSpec(name, fields=fields or {}, policy_loss=policy_loss or {}, entropy_coef=entropy_coef,
                    kl_in_reward=kl_in_reward, steps=steps, seed=seed, kl_target=kl_target, probes=tuple(probes),
@@ -255,10 +255,10 @@ def _train_and_evaluate(spec, tok, train_tasks, heldout_tasks, rl_base, watch=()
     cfg = spec.config()
     probes = [Probe(spec.probes, rl_base, heldout_tasks, tok, cfg.temperature)] if spec.probes else []
     shipped = framework_plugins(dict(spec.options))
-    history = train_regularized(model, train_tasks, tok, cfg, spec.steps, entropy_coef=spec.entropy_coef,
-                                kl_in_reward=spec.kl_in_reward, ref_model=reference, kl_target=spec.kl_target,
-                                policy_loss=spec.loss_options(), plugins=shipped + probes + list(watch),
-                                label=f'run {spec.name!r}', kl_weighting=spec.kl_weighting)
+    chosen = chapter_plugins(cfg, spec.entropy_coef, spec.kl_in_reward, reference, spec.kl_target,
+                             spec.loss_options(), spec.kl_weighting)
+    history = train_rl(model, train_tasks, tok, cfg, spec.steps, plugins=chosen + shipped + probes + list(watch),
+                       label=f'run {spec.name!r}')
     metrics = diversity(model, rl_base, heldout_tasks, tok)
     return dict(history=history, metrics=metrics, vocab_size=len(tok), settings=dataclasses.asdict(cfg),
                 state_dict=model.state_dict())

@@ -9,7 +9,7 @@ the engine's step it acts:
   a sampler that is not the trainer     SamplerCorrection      shape_rewards, begin_minibatch, reshape_surrogate
 Two options are engine settings rather than plug-ins, because every term reads them: RLConfig.loss_agg (with
 loss_agg_horizon) and RLConfig.sample_temperature; and one is an option of the KL term itself
-(ReferenceKL's weighting, train_regularized's kl_weighting).
+(ReferenceKL's weighting, chapter_plugins' kl_weighting).
 """
 import math
 

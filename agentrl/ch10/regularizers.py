@@ -236,16 +236,13 @@ def regularized_update(model, optimizer, batch, advantages, cfg, ref_model=None,
     return rl_update(model, optimizer, batch, advantages, cfg, generator=generator, plugins=terms)
 
 
-def train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_reward=False, ref_model=None,
-                      kl_target=None, policy_loss=None, plugins=(), label='GRPO', kl_weighting='none'):
-    """The engine's loop with chapter 10's regularisers plugged in -> history (one dict per step).
+def train_regularized(model, tasks, tok, cfg, steps, entropy_coef=0.0, kl_in_reward=False, ref_model=None):
+    """Chapter 9's GRPO loop with chapter 10's two regularisers -> history (one dict per step).
 
-    entropy_coef: entropy bonus; cfg.kl_coef with cfg.kl_kind (any kl_estimate kind): KL to ref_model
-    (default: a frozen copy of the starting policy) in the loss, or in the reward with kl_in_reward;
-    kl_target: adapt the KL coefficient towards this per-token KL; policy_loss: dict(variant='clip_cov'
-    or 'kl_cov', fraction, bounds, kl_coef) for Cui et al.'s covariance-aware loss; plugins: extra ones
-    (measurements, or what the frameworks ship: agentrl.ch10.framework_plugins); kl_weighting: ReferenceKL's
-    'none' (the chapter's), 'ratio' or 'ratio-detached'. With every coefficient at zero this is exactly train_rl.
+    entropy_coef: the entropy bonus's coefficient. cfg.kl_coef > 0 adds a KL to ref_model (default: a frozen copy
+    of the starting policy), estimated by cfg.kl_kind in the loss, or charged to each episode's reward when
+    kl_in_reward. With both at zero this is exactly train_rl. The package's other options (an adaptive
+    coefficient, Cui et al.'s covariance losses, what the frameworks ship) are chosen by chapter_plugins and
+    run through train_rl by agentrl.ch10.experiments.
     """
-    chosen = chapter_plugins(cfg, entropy_coef, kl_in_reward, ref_model, kl_target, policy_loss, kl_weighting)
-    return train_rl(model, tasks, tok, cfg, steps, plugins=chosen + list(plugins), label=label)
+    return train_rl(model, tasks, tok, cfg, steps, plugins=chapter_plugins(cfg, entropy_coef, kl_in_reward, ref_model))
