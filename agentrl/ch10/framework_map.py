@@ -3,6 +3,8 @@
 Each file of data/frameworks/ describes one framework at one commit: a [framework] table and one [[option]] per
 option, with what the framework computes for it (written by reading its code), where that differs from its docs,
 and `ours`: the function here that computes the same thing ("" when none does), with the test that checks it.
+The prose fields (computes, ours_note, differs) write their formulas as TeX between dollar signs and may set code
+between backticks; everything else in them is plain text.
 This module reads and checks those files, and lays their options out as rows and Markdown tables.
 """
 import re
@@ -19,6 +21,7 @@ FRAMEWORK_FIELDS = ('name', 'repo', 'commit', 'commit_date', 'version')
 REQUIRED_FIELDS = ('name', 'default', 'defined_in', 'computed_in', 'topic', 'values', 'computes', 'ours',
                    'checked_by')
 OPTIONAL_FIELDS = ('doc_says', 'differs', 'ours_note')
+PROSE_FIELDS = ('computes', 'ours_note', 'differs')  # rendered by marked_prose
 ROW_KEYS = ('framework', 'version', 'commit', 'option', 'default', 'topic', 'computes', 'ours', 'ours_note',
             'checked_by', 'differs')
 
@@ -40,6 +43,16 @@ def _check_framework(table, where):
         raise ValueError(f"{where}: [framework] commit must be 40 lower-case hex digits, got {table['commit']!r}")
 
 
+def _check_marks(text, here):
+    # an unpaired '$' or '`' would swallow the prose after it into a formula or a code span
+    for sign, kind in (('$', 'formula'), ('`', 'code span')):
+        if text.count(sign) % 2:
+            raise ValueError(f'{here}: an unclosed {kind} ({sign!r} appears {text.count(sign)} times)')
+    for formula in re.findall(r'\$([^$]*)\$', text):
+        if formula != formula.strip() or not formula:  # '$ x$' is not a formula to every Markdown renderer
+            raise ValueError(f'{here}: the formula ${formula}$ is empty or starts or ends with a space')
+
+
 def _check_option(option, where):
     name = option.get('name')
     here = f'{where}, option {name!r}'
@@ -57,6 +70,8 @@ def _check_option(option, where):
             raise ValueError(f'{here}: {field} must be a string, got {value!r}')
     if not name:
         raise ValueError(f'{here}: name must not be empty')
+    for field in PROSE_FIELDS:
+        _check_marks(option.get(field, ''), f'{here}, {field}')
     if option['topic'] not in TOPICS:
         raise ValueError(f"{here}: topic {option['topic']!r} is not one of {list(TOPICS)}")
     ours, checked_by = option['ours'], option['checked_by']
@@ -148,11 +163,19 @@ def _prose(text):
     return _MARKDOWN_SIGNS.sub(r'\\\1', text)
 
 
-def markdown_entries(rows, prose=_prose):
+_MARKED = re.compile(r'(\$[^$]+\$|`[^`]+`)')
+
+
+def marked_prose(text):
+    """A prose field as Markdown: its formulas ($...$) and code spans (`...`) as written, the rest escaped, its
+    '*' and '_' being signs and parts of names, not emphasis."""
+    return ''.join(part if i % 2 else _prose(part) for i, part in enumerate(_MARKED.split(text)))
+
+
+def markdown_entries(rows, prose=marked_prose):
     """rows as one Markdown paragraph each, for text too long for a table cell: the framework and the option with
     its default, what it computes, the function here with its test (or none) and its note, and where the docs differ.
-    The free text goes through `prose`: by default escaped, its '*' and '_' being multiplication signs and names,
-    not emphasis."""
+    The free text goes through `prose`: by default marked_prose."""
     entries = []
     for row in rows:
         here = (f'`{row["ours"]}`, checked by `{row["checked_by"]}`' if row['ours'] else 'nothing')

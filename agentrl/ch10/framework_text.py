@@ -395,7 +395,13 @@ _OPERATOR = r'\s*(?:=|\+|-|\*|/|<-|<=|>=|<|>)\s*'
 
 
 def typeset_notation(text):
-    """One field of the map as Markdown: the notation's symbols set as $...$ formulas, the rest escaped."""
+    """One field of the map as Markdown: its marked formulas and code as written (framework_map.marked_prose), in
+    the rest the notation's symbols set as $...$ formulas, the rest escaped."""
+    from agentrl.ch10.framework_map import _MARKED
+    return ''.join(part if i % 2 else _typeset_unmarked(part) for i, part in enumerate(_MARKED.split(text)))
+
+
+def _typeset_unmarked(text):
     import re
     from agentrl.ch10.framework_map import _prose
     marks = []
