@@ -217,6 +217,28 @@ def test_an_explanation_is_shown_only_where_its_premise_holds_by_the_seed_rule()
         assert text.count('<details>') == text.count('</details>') == 1
 
 
+def _k3_runs(k3_end, plus_end):
+    """One seed's KL 0.3 runs for the estimators reading: both start at 0.5 and end where given."""
+    def run(end):
+        return dict(history=[dict(entropy=0.5)] * 5 + [dict(entropy=end)] * 5, metrics=dict(kl_start=0.1))
+    return {'KL k3 0.3': run(k3_end), 'KL k3+ 0.3': run(plus_end)}
+
+
+def test_a_premise_comparing_two_settings_counts_a_gap_inside_the_noise_as_none():
+    from agentrl.ch10 import explanations
+    reading = explanations.EXPLANATIONS['estimators-agree']
+    spread = [0.0, 0.02, -0.02, 0.01, -0.01]  # the same seed-to-seed spread in both settings
+    close = [_k3_runs(0.30 + d + 0.01, 0.30 + d) for d in spread]  # k3 ahead by 0.01 on every seed: inside it
+    far = [_k3_runs(0.30 + d + 0.2, 0.30 + d) for d in spread]  # ahead by 0.2: outside it
+    tol = reading.tolerance(close)
+    assert tol == pytest.approx(2 * 0.0158114 * 2 ** 0.5, rel=1e-5) and reading.tolerance(far) == pytest.approx(tol)
+    assert [ok for ok, _ in reading.measure(close)] == [False] * 5
+    assert [ok for ok, _ in reading.measure(far)] == [True] * 5
+    summary = dict(key='estimators-agree', verdict=claims.DOES_NOT_HOLD, held_on=0, seeds=list(range(5)))
+    lines = '\n'.join(explanations.explanation_lines([explanations.explain(summary, close)]))
+    assert f'the tie tolerance of one seed\'s numbers here: {tol:.3f})' in lines and 'true on only 0 of 5' in lines
+
+
 def test_explain_refuses_a_claim_that_holds_and_says_so_where_it_has_no_reading():
     from agentrl.ch10 import explanations
     claim = claims.by_key('kl-1.0-holds-entropy')
@@ -242,7 +264,7 @@ def test_every_explanation_names_a_claim_and_reads_only_runs_that_claim_reads():
                metrics=dict(kl_start=0.1, invalid=0.1, pass8=0.8))
     for key, reading in explanations.EXPLANATIONS.items():
         needs = claims.by_key(key).needs  # a premise read from another run would be missing on a seed of its own
-        held, measured = reading.check({name: run for name in needs})
+        held, measured = reading.check({name: run for name in needs}, 0.05 if reading.tied_on else None)
         assert isinstance(held, bool) and measured and reading.text.endswith('.') and not reading.premise.endswith('.')
 
 

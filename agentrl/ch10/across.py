@@ -105,7 +105,7 @@ def premise_across(key, runs_by_substrate, verdicts_by_substrate):
     cells, agree, contradict = {}, [], []
     for name, runs_by_seed in runs_by_substrate.items():
         verdict = next(v['verdict'] for v in verdicts_by_substrate[name] if v['key'] == key)
-        held = [bool(reading.check(runs)[0]) for runs in runs_by_seed]
+        held = [bool(ok) for ok, _ in reading.measure(runs_by_seed)]
         premise = claims.seed_rule(sum(held), len(held))
         cells[name] = dict(claim=verdict, premise_held=held, premise=premise)
         if claims.SEED_DEPENDENT in (verdict, premise):
