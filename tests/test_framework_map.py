@@ -7,7 +7,7 @@ import re
 import pytest
 
 from agentrl.ch10.framework_map import (FRAMEWORKS_DIR, TOPICS, load_frameworks, markdown_entries, markdown_table,
-                                        option_rows)
+                                        marked_prose, option_rows)
 from agentrl.paths import REPO
 
 FRAMEWORK_NAMES = {'verl', 'slime', 'TRL', 'OpenRLHF', 'NeMo-RL', 'ms-swift'}
@@ -127,6 +127,9 @@ def test_an_option_named_twice_or_a_framework_described_twice_is_refused(tmp_pat
     (dict(checked_by='""'), 'checked_by'),
     (dict(checked_by='"tests/test_mechanisms.py::test_x[1]"'), 'node id'),
     (dict(speed='"fast"'), 'unknown'),
+    (dict(computes='"beta times $k_3"'), 'unclosed formula'),
+    (dict(ours_note='"see `token_*"'), 'unclosed code span'),
+    (dict(computes='"beta times $ k_3$"'), 'starts or ends with a space'),
 ])
 def test_a_bad_option_is_refused_naming_the_file_and_the_option(tmp_path, changes, says):
     write_toy(tmp_path, **changes)
@@ -182,3 +185,11 @@ def test_markdown_entries_keep_the_datas_signs_literal():
                                 'differs': 'docs say k2'}])
     assert '`agentrl.core.kl.kl_penalty`, checked by `t.py::test_x`' in mapped
     assert '*Code and documentation differ:* docs say k2' in mapped
+
+
+def test_marked_prose_keeps_formulas_and_code_and_escapes_the_rest():
+    text = r"loss = $\beta \cdot k_{3,t}$ over `token_*` modes, with pi_ref * 2 and a_b"
+    assert marked_prose(text) == r"loss = $\beta \cdot k_{3,t}$ over `token_*` modes, with pi\_ref \* 2 and a\_b"
+    row = dict(framework='X', option='a.b', default='None', computes=text, ours='', ours_note='', checked_by='',
+               differs='')
+    assert r'$\beta \cdot k_{3,t}$ over `token_*`' in markdown_entries([row])

@@ -271,7 +271,7 @@ def map_topic(rows, topic):
     chosen = [r for r in rows if r['topic'] == topic]
     mapped = sum(bool(r['ours']) for r in chosen)
     return (f'<details><summary><b>{topic}</b>: {len(chosen)} options, {mapped} computed here</summary>\n\n'
-            + framework_map.markdown_entries(chosen, typeset_notation) + '\n\n</details>')
+            + framework_map.markdown_entries(chosen) + '\n\n</details>')
 
 
 SAMPLED = [('none', '#e66101'), (framework_claims.UNCORRECTED, '#737373'),
@@ -375,53 +375,3 @@ def summary(found, option_verdicts, runs_by_seed):
         f'seeds and {len(by_word[claims.DOES_NOT_HOLD])} do not '
         f'({prose.and_join(["`" + v["key"] + "`" for v in by_word[claims.DOES_NOT_HOLD]])}).']
     return '## Summary\n\n' + '\n'.join(f'- {b}' for b in bullets)
-
-
-# The map's data write their formulas in the notation its files' headers define (pi_old, log pi, r_t, beta, ...).
-# typeset_notation turns those symbols into TeX, joins the symbols an operator links into one formula, and
-# escapes the rest as framework_map does.
-_SYMBOLS = [
-    (r'\bpi_theta\b', r'\\pi_\\theta'),
-    (r'\bpi_([a-z]+)\b', r'\\pi_{\\text{\1}}'),
-    (r'\bpi\b', r'\\pi'),
-    (r'\b(beta|tau|rho|sigma|delta|lambda|mu)_([a-zA-Z0-9])\b', r'\\\1_\2'),
-    (r'\b(beta|tau|rho|sigma|delta|lambda)\b', r'\\\1'),
-    (r'\bsum_([ti])\b', r'\\sum_\1'),
-    (r'\bk([123])_([ti])\b', r'k_{\1,\2}'),
-    (r'\b([A-Za-z])_([ti])\b', r'\1_\2'),
-    (r'\b([a-z]+(?:_[a-z]+)*)_([ti])\b', lambda m: r'\text{' + m.group(1).replace('_', ' ') + '}_' + m.group(2)),
-]
-_OPERATOR = r'\s*(?:=|\+|-|\*|/|<-|<=|>=|<|>)\s*'
-
-
-def typeset_notation(text):
-    """One field of the map as Markdown: its marked formulas and code as written (framework_map.marked_prose), in
-    the rest the notation's symbols set as $...$ formulas, the rest escaped."""
-    from agentrl.ch10.framework_map import _MARKED
-    return ''.join(part if i % 2 else _typeset_unmarked(part) for i, part in enumerate(_MARKED.split(text)))
-
-
-def _typeset_unmarked(text):
-    import re
-    from agentrl.ch10.framework_map import _prose
-    marks = []
-
-    def mark(tex):
-        marks.append(tex)
-        return f'\x00{len(marks) - 1}\x00'
-    for pattern, replacement in _SYMBOLS:
-        def keep(match, replacement=replacement):
-            return mark(replacement(match) if callable(replacement) else match.expand(replacement))
-        text = re.sub(pattern, keep, text)
-    text = re.sub(r'\blog\s+(\x00\d+\x00)', lambda m: mark(r'\log ' + marks[int(m.group(1)[1:-1])]), text)
-    joined = re.compile(r'\x00(\d+)\x00(' + _OPERATOR + r')\x00(\d+)\x00')
-    while True:  # a symbol, an operator, a symbol: one formula
-        match = joined.search(text)
-        if not match:
-            break
-        operator = match.group(2).strip().replace('*', r'\cdot').replace('<-', r'\leftarrow').replace(
-            '<=', r'\le').replace('>=', r'\ge')
-        tex = f'{marks[int(match.group(1))]} {operator} {marks[int(match.group(3))]}'
-        text = text[:match.start()] + mark(tex) + text[match.end():]
-    parts = re.split(r'\x00(\d+)\x00', text)
-    return ''.join(_prose(part) if i % 2 == 0 else f'${marks[int(part)]}$' for i, part in enumerate(parts))
