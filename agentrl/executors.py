@@ -38,13 +38,25 @@ def local_executor(processes):
     return ProcessPoolExecutor(processes, mp_context=get_context('spawn'), initializer=stopping.start_worker)
 
 
+def worker_count(processes):
+    """How many local worker processes to start: `processes`, or one per core this process may use when None.
+
+    Each run trains single-threaded in its worker, so the count changes only how long a sweep takes, never a number.
+    """
+    if processes is None:
+        return len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else (os.cpu_count() or 1)
+    if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
+        raise ValueError(f'processes must be a whole number >= 1, or None for one per core; got {processes!r}')
+    return processes
+
+
 @contextlib.contextmanager
 def sweep_executor(processes, executor=None, scheduler=None):
     """The executor a sweep's jobs go through inside the block; None: run them here, one after the other.
 
     executor: any concurrent.futures.Executor, used as given (its owner shuts it down). Else scheduler, a Dask
     scheduler's address: its cluster, through a distributed.Client closed with the block. Else, when processes > 1,
-    local_executor(processes), shut down with the block; on a stop (agentrl.stopping.Stopped, KeyboardInterrupt) its
+    local_executor(processes) (None: one per core, worker_count), shut down with the block; on a stop (agentrl.stopping.Stopped, KeyboardInterrupt) its
     workers are told to leave at once rather than waited for.
     """
     if executor is not None:
@@ -52,7 +64,8 @@ def sweep_executor(processes, executor=None, scheduler=None):
     elif scheduler:
         with dask_client(scheduler) as client:
             yield client.get_executor(pure=False)  # pure=False: every job runs, none is merged with an equal one
-    elif processes > 1:
+    elif worker_count(processes) > 1:
+        processes = worker_count(processes)
         before = set(stopping.children())
         pool = local_executor(processes)
         try:

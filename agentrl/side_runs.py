@@ -22,6 +22,11 @@ from agentrl import paths
 DESTINATIONS = {'results': 'AGENTRL_RESULTS_DESTINATION', 'figures': 'AGENTRL_FIGURES_DESTINATION'}
 
 
+# Parameters that say how a notebook computes, not what: each run trains single-threaded in its worker, so the number
+# of workers never changes a result, and another value is not a side run.
+HOW_NOT_WHAT = frozenset({'processes'})
+
+
 def committed_parameters(notebook, folder=None):
     """{name: value} as the `parameters` cell of notebooks/<notebook>.ipynb assigns them, in order.
 
@@ -41,7 +46,7 @@ def committed_parameters(notebook, folder=None):
 
 
 def changed_parameters(notebook, values, committed=None):
-    """{name: value} of the values that differ from the notebook's committed ones.
+    """{name: value} of the values that differ from the notebook's committed ones (HOW_NOT_WHAT's never do).
 
     Compared by repr, so 1.0 differs from 1 and a tuple from a list; a notebook that is not in notebooks/ has no
     committed values, so every value given counts as changed.
@@ -52,7 +57,7 @@ def changed_parameters(notebook, values, committed=None):
         except KeyError:
             committed = {}
     return {name: value for name, value in values.items()
-            if name not in committed or repr(value) != repr(committed[name])}
+            if name not in HOW_NOT_WHAT and (name not in committed or repr(value) != repr(committed[name]))}
 
 
 def folder_name(notebook, changed):

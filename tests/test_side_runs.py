@@ -169,3 +169,16 @@ def test_papermill_and_nbclient_on_other_parameters_leave_git_status_clean(tmp_p
     assert (tree / 'side-runs' / '03_loss_gradients-seed=2' / 'figures' / 'ch10-kl-estimators.svg').is_file()
     assert git(tree, 'status', '--porcelain') == '', 'a side run changed a tracked file of the copy'
     assert git(REPO, 'status', '--porcelain') == repo_status, 'a side run in the copy touched this tree'
+
+
+def test_the_worker_count_is_not_a_side_run_and_none_means_one_per_core():
+    from agentrl.executors import worker_count
+
+    committed = side_runs.committed_parameters('07_tinyagent_comparison')
+    assert committed['processes'] is None  # a reader's machine uses all its cores
+    assert side_runs.changed_parameters('07_tinyagent_comparison', {**committed, 'processes': 7}) == {}
+    assert side_runs.changed_parameters('07_tinyagent_comparison', {**committed, 'seed': 1}) == {'seed': 1}
+    assert worker_count(None) == len(os.sched_getaffinity(0)) and worker_count(3) == 3
+    for bad in (0, -1, 2.0, True, '2'):
+        with pytest.raises(ValueError, match='processes must be a whole number >= 1, or None'):
+            worker_count(bad)
