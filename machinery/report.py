@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from agentrl import chapter
-from agentrl.calibration import substrates
+from agentrl.calibration import differences, substrates
 from agentrl.calibration.fit import fit_facts, fit_note
 from agentrl.ch10 import across as across_claims
 from agentrl.ch10.claims import HOLDS, MECHANISM, OBSERVATION, seed_rule_text, verdict_line
@@ -167,6 +167,13 @@ def build_report(folder=None, snapshot=None):
     return '\n'.join(head + body) + '\n'
 
 
+def write_differences(repo=REPO):
+    """Write TINYAGENT.md, how our TinyAgent differs from the book's, from the calibration records."""
+    path = Path(repo) / differences.PAGE
+    write_text(path, differences.page_text(differences.load_records(repo)))
+    return path
+
+
 def main(argv=None):
     """Command-line entry: write the report, and the README's faithfulness block if the README has its markers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -176,6 +183,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     write_text(args.output, build_report(args.results))
     print(f'wrote {args.output}')
+    print(f'wrote {write_differences()}')
     if args.readme.is_file():
         updated = with_faithfulness(args.readme.read_text(encoding='utf-8'), Recorded(args.results))
         if updated is None:
