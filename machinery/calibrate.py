@@ -1,7 +1,7 @@
 """`make calibrate`: a substrate against its 26 calibration rows, on seeds 0-4 (push rows: batch seeds 0-9).
 
-The rows (agentrl/calibration/rows.py) are numbers chapter 10 prints at chapter 9's settings: the RL base and the
-unregularised default GRPO run, nothing else; no regularised setting of chapter 10 is run here. For each seed this trains the default run for 80
+The rows (agentrl/calibration/rows.py) are numbers chapter 10 shows (most printed, some stated in its prose or derived)
+of the RL base, the unregularised default GRPO run and the single 10.6 batch, nothing else; no regularised setting of chapter 10 is run here. For each seed this trains the default run for 80
 steps, keeps the policy it had after 40, and evaluates that one on the held-out tasks (16 attempts on each of
 the 10). For each batch seed it pushes one RL-base batch (the one section 10.6 uses, drawn with that seed)
 through 8 full-batch clipped-surrogate steps at clip_high 0.2. It prints one row per quantity: the book's
@@ -10,7 +10,7 @@ row does not hold.
 
 `--candidate c18` measures a named configuration (agentrl.substrate.config.CANDIDATES) and `--config JSON` any
 SubstrateConfig description, beside the default and without changing it. `--protocol confirmation` uses the
-unseen seeds 5-9 (batch seeds 10-19). `--scheduler tcp://host:8786` (default: $AGENTRL_DASK_SCHEDULER) measures on
+confirmation seeds 5-9 (batch seeds 10-19; the search's fallback chose trial 45 on them). `--scheduler tcp://host:8786` (default: $AGENTRL_DASK_SCHEDULER) measures on
 that Dask cluster's workers instead of local processes.
 """
 import argparse

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from agentrl import chapter
 from agentrl.atomic import atomic_output
-from agentrl.calibration import substrates
+from agentrl.calibration import differences, substrates
 from agentrl.calibration.fit import below_the_rule, fit_clause
 from agentrl.calibration.freeze import CONFIRM_ROWS, decision_from_export
 from agentrl.calibration.rows import fitted_counts
@@ -61,7 +61,9 @@ def faithfulness_summary(recorded, calibration=None, snapshot=None):
              f'in 10.8) match it character for character{verdict}']
     export = Path(calibration or CALIBRATION / 'trials.json')
     if export.exists():
-        lines += substrate_lines(json.loads(export.read_text()))
+        report = export.parent.parent / differences.ARITHMETIC_REPORT
+        today = differences.arithmetic_counts(report.read_text(encoding='utf-8')) if report.is_file() else None
+        lines += substrate_lines(json.loads(export.read_text()), today)
     long_export = export.parent / 'long-grammar' / 'trials.json'
     if long_export.exists():
         lines += long_study_lines(json.loads(long_export.read_text()))
@@ -131,25 +133,29 @@ def _row_value(row):
     return 'n/a' if row.get('mean') is None else (row.get('fmt') or '{:.3g}').format(row['mean'])
 
 
-def substrate_lines(export):
+def substrate_lines(export, today=None):
     """The README's lines on the TinyAgent substrate, from calibration/trials.json (parsed): the trial the freeze
-    rule chose, how many of `make calibrate`'s rows it holds on the search and on the confirmation seeds, and the
-    rows it misses (ours, the band, the book)."""
+    rule chose, how many of `make calibrate`'s rows it held on the search and on the confirmation seeds at search
+    time (and, given `today` as differences.arithmetic_counts reads it, how many it holds regenerated with today's
+    arithmetic), and the rows it missed (ours, the band, the book)."""
     decision, recs = decision_from_export(export)
     if decision.action != 'freeze':
         return [f'- **The TinyAgent substrate** is not frozen yet (`calibration/README.md`): {decision.reason}.']
     frozen = next(r for r in recs if r['number'] == decision.frozen)
     measured = [('seeds ' + search.seeds(frozen['seeds']), frozen['rows'])]
     if frozen.get('confirmation'):
-        measured.append(('the unseen seeds ' + search.seeds(frozen['confirmation']['seeds']),
+        measured.append(('the confirmation seeds ' + search.seeds(frozen['confirmation']['seeds']),
                          frozen['confirmation']['rows']))
     held = ' and '.join(f'{sum(bool(r.get("holds")) for r in rows)} on {where}' for where, rows in measured)
     if frozen.get('confirmation') and not decision.confirmed:
         held += below_the_rule(CONFIRM_ROWS, decision.compared)
     fitted = fit_clause(len(frozen['rows']), fitted_counts())
     lines = [f'- **The TinyAgent substrate** (`config.DEFAULT`) is trial {frozen["number"]} of the calibration '
-             f'search (`calibration/README.md`), {fitted}. Of the {len(frozen["rows"])} rows of `make calibrate` it '
-             f'holds {held}.']
+             f'search (`calibration/README.md`), {fitted}. Of the {len(frozen["rows"])} rows of `make calibrate`, at '
+             f'search time it held {held}'
+             + (f'; regenerated with today\'s arithmetic (`{differences.ARITHMETIC_REPORT}`) it holds '
+                f'{today["search"]} and {today["confirmation"]}' if today else '')
+             + ' (`TINYAGENT.md` says what the confirmation seeds can and cannot show).']
     for where, rows in measured:
         missed = [r for r in rows if not r.get('holds')]
         if missed:
@@ -174,7 +180,7 @@ def long_study_lines(export):
             '5-9), it stays a named candidate and trial 45 stays the default')
     return [f'- **The long-grammar substrate** is trial {frozen["number"]} of the second study ({where}): it holds '
             f'{frozen["rows_held"]} of {len(frozen["rows"])} rows on seeds {search.seeds(frozen["seeds"])}'
-            + (f' and {confirmed["rows_held"]} on the unseen seeds {search.seeds(confirmed["seeds"])}'
+            + (f' and {confirmed["rows_held"]} on the confirmation seeds {search.seeds(confirmed["seeds"])}'
                if confirmed else '') + f'; {role}.']
 
 

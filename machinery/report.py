@@ -162,7 +162,8 @@ def build_report(folder=None, snapshot=None):
             'come from our own substrate (the book\'s chapters 1–9 are not available), so their digits are not '
             'expected to match: for them the report lists each claim the chapter makes and whether it holds on our '
             'runs (mechanisms: what the chapter demonstrates; observations: its single-seed readings).', '',
-            fit_note(fit_facts()), '',
+            fit_note(fit_facts(), link='TINYAGENT.md') + ' '
+            + differences.confirmation_sentence(differences.load_records()), '',
             '| section | title | lines | claims |', '|---|---|---|---|', *summary, '']
     return '\n'.join(head + body) + '\n'
 

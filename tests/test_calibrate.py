@@ -168,21 +168,20 @@ def test_the_worked_example_of_the_per_turn_cost():
     assert sum(fit.EXAMPLE_TURNS) / len(fit.EXAMPLE_TURNS) == 3 and fit.EXAMPLE_TURNS[fit.EXAMPLE_EPISODE] == 2
 
 
-def test_the_fit_paragraph_says_what_the_record_says():
+def test_the_fit_note_says_what_the_record_says_and_links_the_page():
     facts = fit.fit_facts('t45')
-    assert (facts['trial'], facts['rows_held'], facts['unseen_rows_held']) == (45, 24, 23) and facts['by_fallback']
+    assert (facts['trial'], facts['rows_held'], facts['confirmation_rows_held']) == (45, 24, 23) and facts['by_fallback']
+    assert facts['compared'] == FALLBACK_CANDIDATES == 5 and facts['example'][1] == pytest.approx(0.035, abs=5e-4)
     note = fit.fit_note(facts)
-    assert facts['compared'] == FALLBACK_CANDIDATES == 5 and 'froze the best of five on the unseen seeds' in note
-    assert 'the best of three on' in fit.fit_note(dict(facts, compared=3))
-    assert 'holds 24 of the 26 on seeds 0–4 and 23 on the unseen seeds 5–9, below the 24 the freeze rule' in note
-    assert f"{facts['counts']['output']} are printed in the chapter's output blocks" in note
-    assert 'a failed two-turn episode gets +0.035 instead of -0.354' in note
-    confirmed = fit.fit_note(dict(facts, by_fallback=False, unseen_rows_held=25))
-    assert 'and 25 on the unseen seeds 5–9.' in confirmed and 'fallback' not in confirmed
+    assert note.count('. ') == 1 and '[TINYAGENT.md](../TINYAGENT.md)' in note  # two sentences and the link
+    assert f"{facts['counts']['output']} printed in chapter 10's output blocks" in note
+    assert 'only the regularised settings were held out' in note and "trial 45's `turn_cost`" in note
+    assert '[TINYAGENT.md](TINYAGENT.md)' in fit.fit_note(facts, link='TINYAGENT.md')
+    assert 'the best of three on the confirmation seeds, so that count is a selected maximum' in fit.below_the_rule(24, 3)
 
 
 def test_the_fit_clause_of_the_readme_says_what_was_fitted_and_held_out():
     clause = fit.fit_clause(26, calibration_rows.fitted_counts())
-    assert clause == ("fitted to bands around 26 of the book's numbers at chapter 9's settings as chapter 10 prints "
-                      "them (19 printed in its output blocks, 5 in its prose, 2 derived), with every regularised "
-                      "setting held out")
+    assert clause == ("fitted to bands around 26 of the book's numbers on the RL base, the unregularised run and the "
+                      "single 10.6 batch, that batch pushed at 10.6's own settings (19 printed in chapter 10's output "
+                      "blocks, 5 stated in its prose, 2 derived), with only the regularised settings held out")

@@ -474,10 +474,10 @@ def test_the_substrate_lines_name_the_frozen_trial_and_the_rows_it_misses_on_eac
                    confirmation=dict(rows_held=2, band_distance=0.0, seeds=[5, 6], rows=rows(1, 1, 0)))]
     export = dict(attrs=dict(budget=dict(trials=2, seconds=60), search_seconds=0.0), trials=trials)
     lines = substrate_lines(export)  # budget used: the best two are measured, trial 4 holds more rows on 5-6
-    assert 'trial 4 of the calibration search' in lines[0] and 'it holds 1 on seeds 0, 1 and 2 on the unseen seeds 5, 6' \
+    assert 'trial 4 of the calibration search' in lines[0] and 'it held 1 on seeds 0, 1 and 2 on the confirmation seeds 5, 6' \
         in lines[0]
     assert lines[1:] == ['  - missed on seeds 0, 1: row 1 0.90 (band 0.10-0.50, book 0.3); row 2 0.90 (band 0.10-0.50, '
-                         'book 0.3)', '  - missed on the unseen seeds 5, 6: row 2 0.90 (band 0.10-0.50, book 0.3)']
+                         'book 0.3)', '  - missed on the confirmation seeds 5, 6: row 2 0.90 (band 0.10-0.50, book 0.3)']
     export['attrs']['budget']['trials'] = 300
     assert substrate_lines(export)[0].startswith('- **The TinyAgent substrate** is not frozen yet')
 
@@ -493,7 +493,7 @@ def test_the_long_grammar_line_says_whether_its_study_froze_a_trial_and_what_the
     assert 'is not frozen yet: no candidate confirmed' in long_study_lines(export)[0]
     export['attrs']['search_seconds'] = 61.0  # the budget is used: the fallback freezes trial 7
     line = long_study_lines(export)[0]
-    assert 'trial 7 of the second study' in line and 'holds 25 of 26 rows on seeds 0-4 and 24 on the unseen' in line
+    assert 'trial 7 of the second study' in line and 'holds 25 of 26 rows on seeds 0-4 and 24 on the confirmation' in line
     assert 'stays a named candidate and trial 45 stays the default' in line
     export['trials'] = [trial(9, 26, 24)]  # all rows, and 24 on the unseen seeds: confirmed, so it is the default
     assert 'it replaces trial 45 as `config.DEFAULT`' in long_study_lines(export)[0]

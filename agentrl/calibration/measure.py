@@ -40,7 +40,7 @@ class Protocol:
 
 
 SEARCH = Protocol()
-CONFIRMATION = Protocol(seeds=(5, 6, 7, 8, 9), batch_seeds=tuple(range(10, 20)))  # unseen by the search
+CONFIRMATION = Protocol(seeds=(5, 6, 7, 8, 9), batch_seeds=tuple(range(10, 20)))  # not searched on; the fallback chose on them
 
 
 @functools.lru_cache(maxsize=4)

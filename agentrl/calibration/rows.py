@@ -1,10 +1,11 @@
 """The calibration rows: the 26 numbers of the book the substrate was fitted to, each with the band a substrate's
 measurement must fall in, where chapter 10 shows it, and how a set of measurements is judged against them.
 
-Every row is a number of chapter 10 at chapter 9's settings: the RL base, the single 10.6 batch at clip_high 0.2,
-or the unregularised run (the row 'none' of the 10.7 table, the trajectory of 10.8, chapter 9's 80-step run). Most
-are printed in the chapter's output blocks, so a reader comparing those outputs with ours is comparing numbers the
-substrate was fitted to. No regularised setting is a row: every regularised result of the chapter was held out.
+Every row is a number of the RL base, of the unregularised run (the row 'none' of the 10.7 table, the trajectory of
+10.8, chapter 9's 80-step run) or of the single 10.6 batch at clip_high 0.2, which is pushed at 10.6's own learning
+rate for its 8 steps. Most are printed in the chapter's output blocks (fitted_counts: the others are stated in its
+prose or derived from its numbers), so a reader comparing those outputs with ours is comparing numbers the substrate
+was fitted to. No regularised setting is a row: only the regularised settings of the chapter were held out.
 """
 import dataclasses
 
@@ -56,7 +57,8 @@ def _entropy_late(history, first, last):
     return mean([h['entropy'] for h in history[first:last]])
 
 
-# The calibration rows: each a number chapter 10 prints of the RL base or of a run at chapter 9's settings, with its
+# The calibration rows: each a number chapter 10 shows (printed, stated or derived) of the RL base, the unregularised
+# run or the 10.6 batch, with its
 # band (a step with no learning signal makes no update, so it clips nothing). The one-sided bands' widths (scale) were
 # fixed with the search's rules, before it ran.
 ROWS = [

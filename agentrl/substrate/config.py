@@ -137,7 +137,8 @@ CANDIDATES = {
                            sft=SFTConfig(careful_steps=1200, habits=Habits(mislabel=0.15)), logit_scale=0.35,
                            rl_lr=3.5e-4),
     # Trial 45 of the calibration search (calibration/), frozen by its rule's fallback once the 6 h budget was used:
-    # of the five best on seeds 0-4, it held the most rows on the unseen seeds 5-9 (24 and 23 of 26).
+    # of the five best on seeds 0-4, it held the most rows on the confirmation seeds 5-9 (24 and 23 of 26 at search
+    # time; 23 is thus the largest of five counts, not an untouched score: TINYAGENT.md).
     't45': SubstrateConfig(families='extended', max_offset=1,
                            sft=SFTConfig(careful_steps=1200, habit_steps=300, habit_lr=0.0022238488169320893,
                                          habits=Habits(read=0.203181671965698, full_read=0.5585192428621829,
