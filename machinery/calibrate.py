@@ -10,7 +10,8 @@ row does not hold.
 
 `--candidate c18` measures a named configuration (agentrl.substrate.config.CANDIDATES) and `--config JSON` any
 SubstrateConfig description, beside the default and without changing it. `--protocol confirmation` uses the
-confirmation seeds 5-9 (batch seeds 10-19; the search's fallback chose trial 45 on them). `--scheduler tcp://host:8786` (default: $AGENTRL_DASK_SCHEDULER) measures on
+confirmation seeds 5-9 (batch seeds 10-19; the search's fallback chose trial 45 on
+them). `--scheduler tcp://host:8786` (default: $AGENTRL_DASK_SCHEDULER) measures on
 that Dask cluster's workers instead of local processes.
 """
 import argparse
