@@ -18,6 +18,7 @@ class RunningKernel:
     stopped = False  # a stop signal ended a run of this process
     output = ''  # what it printed outside the notebook (its stdout and stderr, captured into a file)
     warnings = []  # what the run logged at WARNING or above, and the warnings Python raised in this process
+    rebuilt = []  # what the notebook's own output said of cached files found stale or damaged and rebuilt
 
 
 def stop_kernels(started_before):

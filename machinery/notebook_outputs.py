@@ -9,7 +9,19 @@ VOLATILE_CELL_METADATA = ('papermill', 'execution', 'ExecuteTime', 'collapsed', 
 
 # Warnings a training worker prints when it trains a run, and not when the run comes from the run cache: kept out of
 # the committed notebook, which must not depend on what the cache held (the run itself is the same either way).
-CACHE_DEPENDENT_WARNINGS = ('treated no token in a minibatch',)  # agentrl.ch10.regularizers.CovariancePolicyLoss
+REBUILT = 'it will be recomputed'  # agentrl.verified_cache, of a stale or damaged file
+CACHE_DEPENDENT_WARNINGS = ('treated no token in a minibatch',  # agentrl.ch10.regularizers.CovariancePolicyLoss
+                            REBUILT)
+#   The reader sees a rebuild live in the notebook and in the runner's summary line (cache_rebuilds); the committed
+#   notebook never holds it, nor the machine's folder it names.
+
+
+def cache_rebuilds(nb):
+    """What an executed notebook's stderr says of each cached file that was unusable and is rebuilt: the warning's
+    message, without the file and line Python puts before it or the source line it prints under it."""
+    return [line.split('Warning: ', 1)[-1] for cell in nb.cells if cell.cell_type == 'code'
+            for out in cell.get('outputs', []) if out.get('output_type') == 'stream' and out.get('name') == 'stderr'
+            for line in out.get('text', '').splitlines() if REBUILT in line and not line[:1].isspace()]
 
 
 def strip_volatile(nb):

@@ -39,7 +39,7 @@ from agentrl.paths import figures_dir, results_dir
 from machinery.notebook_kernel import (ENGINE, RunningKernel, collected_warnings, failure_detail,
                                      register_engine, stop_kernels, warnings_line)
 from machinery.notebook_cells import PARAMETERS_TAG, first_tagged, read_notebook, where
-from machinery.notebook_outputs import strip_volatile
+from machinery.notebook_outputs import cache_rebuilds, strip_volatile
 
 KERNEL = 'agentrl-ch10'
 CELL_TIMEOUT = 1800  # seconds one cell may run before the run fails; generous, so only a hang trips it
@@ -89,7 +89,7 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
     from jupyter_client.kernelspec import NoSuchKernel
     from nbclient.exceptions import CellTimeoutError, DeadKernelError
 
-    RunningKernel.output, RunningKernel.warnings = '', []
+    RunningKernel.output, RunningKernel.warnings, RunningKernel.rebuilt = '', [], []
     src, dest, parameters = Path(src), Path(dest), dict(parameters or {})
     if not src.is_file():
         raise FileNotFoundError(f'no notebook at {src}')
@@ -137,7 +137,9 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
                 place = 'no cell ran' if index is None else where(nb, parameters, index)
                 raise NotebookFailed(f'{src}: {place}: {type(err).__name__}: {err}') from err
             finishing.enter_context(stopping.hold())  # from here on a stop waits until dest is replaced
-            nb = strip_volatile(nbformat.read(tmp, as_version=4))
+            nb = nbformat.read(tmp, as_version=4)
+            RunningKernel.rebuilt = cache_rebuilds(nb)  # said under the summary line, kept out of the committed file
+            nb = strip_volatile(nb)
             nbformat.write(nb, tmp)
             publish()  # the run succeeded: its results and figures replace the committed ones
             written = True
@@ -259,6 +261,11 @@ def main(argv=None):
                     print(f'FAILED: {err}' + (f'\n{detail}' if detail else ''), file=sys.stderr)
                     return 1
                 summary = warnings_line(RunningKernel.output, RunningKernel.warnings)
+                rebuilt = RunningKernel.rebuilt
+                if rebuilt:
+                    summary = '\n'.join(filter(None, [summary, f'  {len(rebuilt)} cached file'
+                                                       f'{"s were" if len(rebuilt) > 1 else " was"} stale or damaged '
+                                                       f'and rebuilt (first: {rebuilt[0]})']))
                 print(f'{path}: {time.monotonic() - started:.1f} s' + (f'\n{summary}' if summary else ''), flush=True)
         except stopping.Stopped as stop:
             RunningKernel.stopped = True

@@ -193,6 +193,38 @@ def test_what_the_kernel_prints_is_counted_in_one_line(tmp_path, capsys):
     assert outputs[0].name == 'stderr' and outputs[0].text.startswith('a notebook output\n')
 
 
+def test_a_rebuilt_cache_file_is_said_in_the_summary_and_never_saved_into_the_notebook(tmp_path, capsys):
+    # the words agentrl.verified_cache warns with when a saved run is damaged, naming the machine's folder
+    damaged = ('import warnings\n'
+               f'warnings.warn("saved run {tmp_path}/run-1.pt is unusable (checksum mismatch); it will be recomputed")\n'
+               'print("the run, rebuilt")')
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', damaged)])
+    assert main([str(nb), '--output', str(tmp_path / 'out')]) == 0
+    out, _ = capsys.readouterr()
+    assert '  1 cached file was stale or damaged and rebuilt (first: saved run ' in out, out
+    assert out.rstrip().endswith('run-1.pt is unusable (checksum mismatch); it will be recomputed)'), out
+    outputs = nbformat.read(tmp_path / 'out' / 'nb.ipynb', as_version=4).cells[0].outputs
+    saved = ''.join(out.get('text', '') for out in outputs)
+    assert saved == 'the run, rebuilt\n' and len(outputs) == 1  # the warning and the folder it names are gone
+
+
+def test_no_committed_file_names_a_folder_of_the_machine_that_wrote_it():
+    import subprocess
+
+    from agentrl.paths import REPO
+    listed = subprocess.run(['git', 'ls-files'], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+    homes = ('home', 'Users', 'root', 'work')  # joined below, so this file does not name them itself
+    marks = (str(REPO) + '/', *(f'/{home}/' for home in homes))
+    found = []
+    for name in listed:
+        path = REPO / name
+        if not path.is_file() or path.suffix in ('.db', '.pt', '.png', '.woff2', '.otf'):
+            continue
+        text = path.read_text(encoding='utf-8', errors='ignore')
+        found += [f'{name}: {mark}' for mark in marks if mark in text]
+    assert not found, found
+
+
 def test_a_failed_run_shows_what_the_kernel_printed(tmp_path, capsys):
     nb = write_notebook(tmp_path / 'nb.ipynb', [('code', 'import os\nos.write(2, b"last words\\n")\nos._exit(3)')])
     code, err = run_cli(capsys, nb, '--output', tmp_path / 'out')

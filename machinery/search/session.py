@@ -12,6 +12,7 @@ from pathlib import Path
 from optuna.trial import TrialState
 
 from agentrl.calibration.freeze import decide
+from agentrl.side_runs import shown
 from machinery.search.record import duration, log, trial_line, write_record
 from machinery.search.storage import (budget_used, counts, exclusive, fail_running, open_study, records,
                                       requeue_interrupted, sqlite_url, study_storage)
@@ -183,7 +184,7 @@ def _search(search):
     if decision.action != 'search':
         log(search, f'the freeze rule says ({decision.action}): {decision.reason}')
     n = counts(recs)
-    where = search.storage or Path(search.folder) / 'study.db'
+    where = search.storage or shown(Path(search.folder) / 'study.db')  # a committed log names no machine's folders
     log(search, f'{reason}: kept {len(recs)} trials in {where} ({n["COMPLETE"]} complete, {n["PRUNED"]} pruned, '
                 f'{n["FAIL"]} failed)' + (f'; trials {cut} were cut' if cut else '')
                 + (f'; {len(queued)} queued to run again' if queued else '')
