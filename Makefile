@@ -5,6 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 KERNEL := agentrl-ch10
 INSTALLED := $(VENV)/.setup-done
+DEV := $(VENV)/.dev-done
 SETUP = $(VENV)/.kernel-pinned-$(ARITHMETIC)
 KERNEL_SPEC := $(VENV)/share/jupyter/kernels/$(KERNEL)/kernel.json
 NOTEBOOKS := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
@@ -40,15 +41,20 @@ all: notebooks
 	$(PY) -m machinery.report
 	$(PY) -m machinery.arithmetic --outputs >/dev/null
 
-# The virtual environment: pinned requirements, agentrl (editable), a Jupyter kernel inside the venv whose spec
-# carries the CPU pin in its env (on x86-64), so a notebook opened in `jupyter lab` is pinned from its first line.
+# The virtual environment: what the notebooks need (requirements.txt, pinned), agentrl (editable), a Jupyter kernel
+# inside the venv whose spec carries the CPU pin in its env (on x86-64), so a notebook opened in `jupyter lab` is
+# pinned from its first line. PIP_ARGS passes options to pip, e.g. the CPU-only torch index on Linux (README).
 setup: $(SETUP)
 $(INSTALLED): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check $(PIP_ARGS) -r requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (agentrl ch10)" >/dev/null
 	$(PY) -c "import matplotlib.pyplot"  # build matplotlib's font cache here, not inside a notebook
+	touch $@
+# What the tests and the maintainers' tools add (requirements-dev.txt): pytest, Optuna, mutmut, py-spy, Dask.
+$(DEV): requirements-dev.txt $(INSTALLED)
+	$(PY) -m pip install --quiet --disable-pip-version-check $(PIP_ARGS) -r requirements-dev.txt
 	touch $@
 $(SETUP): $(INSTALLED) agentrl/cpu.py
 	$(PY) agentrl/cpu.py --kernel-spec $(KERNEL_SPEC)
@@ -87,14 +93,14 @@ probe: $(SETUP)
 	$(PY) -m machinery.arithmetic --compare data/arithmetic/outputs.txt
 
 # The full suite (what CI runs; executes every notebook), and the development subset (no notebook, no long training).
-test: $(SETUP)
+test: $(SETUP) $(DEV)
 	$(PY) -m pytest
 
-test-fast: $(SETUP)
+test-fast: $(SETUP) $(DEV)
 	$(PY) -m pytest -m "not slow"
 
-# The README's table of tests per layer, counted from pytest's collection (executes no test).
-pyramid: $(SETUP)
+# MAINTAINING.md's table of tests per layer, counted from pytest's collection (executes no test).
+pyramid: $(SETUP) $(DEV)
 	$(PY) -m machinery.pyramid --write
 
 # JupyterLab from the project's environment: it finds the project's kernel (registered inside .venv, with the CPU pin).
@@ -102,13 +108,13 @@ pyramid: $(SETUP)
 lab: $(SETUP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(LAB_ARGS)
 
-# The site: every committed notebook, the README and REPRODUCTION.md rendered with nbconvert into site/ (git-ignored),
-# with an index; nothing is executed. The build typesets every formula as MathML (latex2mathml, pinned) and a page
+# The site: every committed notebook, the README, MAINTAINING.md and REPRODUCTION.md rendered with nbconvert into
+# site/ (git-ignored), with an index; nothing is executed. The build typesets every formula as MathML (latex2mathml, pinned) and a page
 # fetches nothing from the web: open site/index.html in a browser, offline too.
 html: $(SETUP)
 	$(PY) -m machinery.site --out site
 
-calibrate: $(SETUP)
+calibrate: $(SETUP) $(DEV)
 	$(PY) -m machinery.calibrate $(CALIBRATE_ARGS)
 
 # The calibration searches (machinery/search/): continue a study in 2 worker processes, until its budget is
@@ -118,13 +124,13 @@ calibrate: $(SETUP)
 # SEARCH_ARGS="--study long-grammar" (calibration/long-grammar/; its rules were fixed by the search's init command);
 # --storage URL runs a study on a shared database server.
 .PHONY: calibrate-search calibrate-confirm calibrate-record
-calibrate-search: $(SETUP)
+calibrate-search: $(SETUP) $(DEV)
 	$(PY) -m machinery.search search $(SEARCH_ARGS)
 
-calibrate-confirm: $(SETUP)
+calibrate-confirm: $(SETUP) $(DEV)
 	$(PY) -m machinery.search confirm $(SEARCH_ARGS)
 
-calibrate-record: $(SETUP)
+calibrate-record: $(SETUP) $(DEV)
 	$(PY) -m machinery.search record $(SEARCH_ARGS)
 
 # The chapter's claims on six substrates (machinery/substrate_sweep.py): every claim run on seeds 0-4 on each
@@ -132,35 +138,35 @@ calibrate-record: $(SETUP)
 # recorded in results/substrate_sweep.json, which notebook 11 renders. Not part of `make`. SWEEP_ARGS passes options,
 # e.g. SWEEP_ARGS="--substrates t74 t70" or SWEEP_ARGS=--check (the record against the run cache).
 .PHONY: substrate-sweep
-substrate-sweep: $(SETUP)
+substrate-sweep: $(SETUP) $(DEV)
 	$(PY) -m machinery.substrate_sweep $(SWEEP_ARGS)
 
 # The frameworks' options on TinyAgent, seeds 0-4 (machinery/framework_sweep.py): the record notebook 12 renders from.
 .PHONY: framework-sweep
-framework-sweep: $(SETUP)
+framework-sweep: $(SETUP) $(DEV)
 	$(PY) -m machinery.framework_sweep $(SWEEP_ARGS)
 
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--builds 5" for a median of five RL-base builds.
-bench: $(SETUP)
+bench: $(SETUP) $(DEV)
 	$(PY) -m machinery.bench $(BENCH_ARGS)
 
 # Where the time of a fresh `make` goes (machinery/profile.py): each step of `make` under py-spy (pinned), timed;
 # raw samples and profile.json in profile/ (git-ignored), then the table. It executes every notebook, as `make` does.
-profile: $(SETUP)
+profile: $(SETUP) $(DEV)
 	$(PY) -m machinery.profile --out profile
 
 # The mutation score (machinery/mutation.py): mutmut (pinned) over agentrl/core, the GRPO engine, the
 # sandbox, the rollout, the chapter's regularisers and the verified cache, with their fast tests; writes
-# reports/mutation-results.json (the verdicts as data), reports/mutation.md and the README's paragraph; then the
+# reports/mutation-results.json (the verdicts as data), reports/mutation.md and MAINTAINING.md's paragraph; then the
 # hand-written mutants of reports/hand-mutants.toml, each on a copy of the tree. Not part of
-# `make test` (see the README for how long it takes). MUTATION_ARGS passes options,
+# `make test` (see MAINTAINING.md for how long it takes). MUTATION_ARGS passes options,
 # e.g. MUTATION_ARGS="--keep 'agentrl.substrate.grpo.*'" to retest some mutants and keep the other verdicts.
-mutation: $(SETUP)
+mutation: $(SETUP) $(DEV)
 	$(PY) -m machinery.mutation run $(MUTATION_ARGS)
 
-# The report and the README paragraph alone (machinery/mutation_report.py), from reports/mutation-results.json and
-# the justifications (runs no test); MUTATION_ARGS=--from-mutants first reads the verdicts in mutants/ again.
-mutation-report: $(SETUP)
+# The report and the MAINTAINING.md paragraph alone (machinery/mutation_report.py), from
+# reports/mutation-results.json and the justifications (runs no test); MUTATION_ARGS=--from-mutants first reads the verdicts in mutants/ again.
+mutation-report: $(SETUP) $(DEV)
 	$(PY) -m machinery.mutation report $(MUTATION_ARGS)
 
 clean-venv:

@@ -5,14 +5,14 @@ the report it writes.
     python -m machinery.mutation hand [--jobs N]                                # the hand-written mutants only
     python -m machinery.mutation report [--from-mutants]                        # the report from the data only
 
-mutmut (pinned in requirements.txt, configured in pyproject.toml's [tool.mutmut]) copies agentrl/ into mutants/,
+mutmut (pinned in requirements-dev.txt, configured in pyproject.toml's [tool.mutmut]) copies agentrl/ into mutants/,
 rewrites each function of the mutated modules into a trampoline over its mutants and runs, for every mutant, the fast
 tests that call the function (machinery/mutation_plugin.py lets the mutants reach the sandbox's worker process).
 `run` starts from an empty mutants/ unless --keep (then mutmut keeps its earlier verdicts and retests only the named
 mutants, or the new and changed ones).
 
 `run` keeps mutmut's verdicts as data in reports/mutation-results.json, since mutants/ is mutmut's working copy and is
-not; the report (reports/mutation.md) and the README's mutation paragraph are written from that file and the
+not; the report (reports/mutation.md) and MAINTAINING.md's mutation paragraph are written from that file and the
 justifications by machinery/mutation_report.py, which says how a survivor is matched to its justification and what the
 score counts. `report` rewrites both from the committed data (or, with --from-mutants, reads mutmut's verdicts in
 mutants/ again first).
@@ -271,8 +271,8 @@ def main(argv=None):
     r.add_argument('--no-hand', action='store_true', help='skip the hand-written mutants after a whole run')
     h = sub.add_parser('hand', help='only the hand-written mutants of reports/hand-mutants.toml, then the report')
     h.add_argument('--jobs', type=int, default=2)
-    p = sub.add_parser('report', help='write reports/mutation.md and the README paragraph from the committed data '
-                                      'and the justifications')
+    p = sub.add_parser('report', help='write reports/mutation.md and the MAINTAINING.md paragraph from the committed '
+                                      'data and the justifications')
     p.add_argument('--from-mutants', action='store_true',
                    help="first read mutmut's verdicts in mutants/ into reports/mutation-results.json")
     args = parser.parse_args(argv)

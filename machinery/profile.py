@@ -125,7 +125,7 @@ def main(argv=None):
         return 0
     py_spy = args.py_spy or str(repo / '.venv' / 'bin' / 'py-spy')
     if not shutil.which(py_spy):
-        parser.error(f'no py-spy at {py_spy}: install the pinned one (pip install -r requirements.txt) or pass --py-spy')
+        parser.error(f'no py-spy at {py_spy}: install the pinned one (pip install -r requirements-dev.txt) or pass --py-spy')
     if not (repo / '.venv' / 'bin' / 'python').exists():
         parser.error(f'{repo} has no .venv: run make setup there first')
     print(table(profile(repo, out, py_spy)))
