@@ -186,6 +186,27 @@ math { font-family: "Companion Math", math; }
 .tex-overline { border-top: 0.06em solid; padding-top: 0.12em; }
 """ + brace_css('tex-underbrace', 'bottom') + brace_css('tex-overbrace', 'top') + """
 .display-formula { display: block; margin: 0.6em 0; padding: 0.15em 0; overflow-x: auto; overflow-y: hidden; }
+/* A box that scrolls sideways says so: a shadow at an edge with more beyond it (the white covers, scrolled with the
+   content, hide the shadow once that edge is reached), and a scroll bar that stays visible where the browser lets
+   a page style it. A formula cut at the screen's edge otherwise looks complete. */
+.scroll-hint {
+  background: linear-gradient(to right, white 40%, rgba(255,255,255,0)) left center / 1.5em 100% no-repeat local,
+    linear-gradient(to left, white 40%, rgba(255,255,255,0)) right center / 1.5em 100% no-repeat local,
+    radial-gradient(farthest-side at 0 50%, rgba(0,0,0,0.45), rgba(0,0,0,0)) left center / 0.9em 100% no-repeat scroll,
+    radial-gradient(farthest-side at 100% 50%, rgba(0,0,0,0.45), rgba(0,0,0,0)) right center / 0.9em 100% no-repeat
+    scroll; }
+.scroll-hint::-webkit-scrollbar { height: 0.35em; }
+.scroll-hint::-webkit-scrollbar-thumb { background: rgba(0,0,0,0.3); border-radius: 0.2em; }
+/* Below 760 px the lab's style sheet makes each input and output area a table row, which cannot scroll: what
+   passes its edge is hidden by the box around it. As blocks they scroll again. */
+@media only screen and (max-width: 760px) {
+  .jp-OutputArea-child .jp-OutputArea-output, .jp-InputArea-editor { display: block; }
+}
+/* Code names in a collapsible section (notebook 12's map) are long and have no spaces: they wrap where they must
+   rather than pass the edge of a phone's screen. */
+details code { overflow-wrap: anywhere; }
+/* An output figure opens full size (a link to its file): ten panels at phone width cannot be read. */
+a.figure-full { display: block; }
 /* a wide table scrolls inside its box instead of widening the page */
 .table-scroll { max-width: 100%; overflow-x: auto; margin-bottom: 1em; }
 .table-scroll > table { margin-bottom: 0; }
@@ -200,13 +221,42 @@ img { max-width: 100%; height: auto; }
   .jp-InputPrompt, .jp-OutputPrompt, .jp-InputArea-prompt, .jp-OutputArea-prompt { display: none; }
   .jp-Notebook { padding: 0; }
   .jp-InputArea, .jp-InputArea-editor, .jp-OutputArea-output { overflow: visible; }
-  .jp-InputArea-editor pre, .jp-OutputArea-output pre { font-size: 85%; white-space: pre-wrap; overflow-wrap: anywhere; }
+  /* A block of text keeps its lines, so a table printed in text stays aligned: its font is made small enough for
+     its longest line (--columns, written by the build; a monospace character is about 0.6 em wide) to fit the
+     cell. Wrapping is left only for a browser without container units. */
+  .jp-Cell { container-type: inline-size; }
+  pre { font-size: 85%; white-space: pre-wrap; overflow-wrap: anywhere; }
+  pre { font-size: min(11px, calc(100cqi / (var(--columns, 80) * 0.62))); }
+  pre, table { break-inside: avoid; }
+  /* Collapsed sections print open: the page's print script opens them, and where the browser has the pseudo-element
+     for a section's content this shows it even without scripts. */
+  details::details-content { content-visibility: visible; display: block; }
+  details > summary { font-weight: bold; }
+  .scroll-hint { background: none; }
   .jp-RenderedImage, .jp-RenderedSVG, .display-formula, tr { break-inside: avoid; }
+  td, th { overflow-wrap: anywhere; }
   h1, h2, h3 { break-after: avoid; }
   .table-scroll, .display-formula { overflow: visible; }
   .display-formula { font-size: 85%; }  /* the widest formulas fit a printed line */
 }
 """
+
+# Printing opens every closed <details> (notebook 12's map, what each seed measured), which would otherwise print as
+# its summary line alone, and closes them again afterwards. The page's only script; it fetches nothing.
+PRINT_SCRIPT = """(function () {
+  var opened = [];
+  window.addEventListener('beforeprint', function () {
+    opened = Array.prototype.slice.call(document.querySelectorAll('details:not([open])'));
+    opened.forEach(function (section) { section.open = true; });
+  });
+  window.addEventListener('afterprint', function () {
+    opened.forEach(function (section) { section.open = false; });
+    opened = [];
+  });
+})();"""
+FULL_SIZE = 'full'  # the folder of the site that holds each output figure as a file of its own, to open full size
+DATA_IMAGE = re.compile(r'^data:image/(?P<kind>svg\+xml|png);base64,(?P<data>.*)$', re.S)
+
 
 # The lab template without what it would fetch from the web (require.js, MathJax, mermaid: nothing here needs them),
 # with the site's CSS last in the head (it overrides the lab's), and with each figure's caption as alternative text.
@@ -258,15 +308,31 @@ def exporter():
                         extra_loaders=[jinja2.DictLoader({'site.html.j2': TEMPLATE})])
 
 
-def finish_page(page_html, name, site_files):
+def finish_page(page_html, name, site_files, full_size=None):
     """The exported page made ready to read offline: tables in a box that scrolls, '\\|' in a table's code shown
     as GitHub shows it, in-page links that resolve, a link to a repository file the site does not hold (site_files:
-    what it holds) left as its text, the inlined style sheets without comments (they cite web addresses)."""
+    what it holds) left as its text, the inlined style sheets without comments (they cite web addresses), each
+    output figure a link to itself as a file (collected in full_size: {site path: bytes}), each <pre> marked with
+    its longest line (print sizes its font by it), and the print script."""
     from bs4 import BeautifulSoup
     soup = BeautifulSoup(page_html, 'html.parser')
+    full_size = {} if full_size is None else full_size
+    stem = name.rsplit('.', 1)[0]
+    for image in soup.select('.jp-OutputArea-output img[src^="data:image/"]'):
+        match = DATA_IMAGE.match(image['src'])
+        if not match:
+            continue
+        target = f'{FULL_SIZE}/{stem}-{len(full_size) + 1}.{"svg" if match["kind"] == "svg+xml" else "png"}'
+        full_size[target] = base64.b64decode(match['data'])
+        site_files = site_files | {target}
+        image.wrap(soup.new_tag('a', attrs={'href': target, 'class': 'figure-full',
+                                            'title': 'open the figure full size'}))
+    for pre in soup.find_all('pre'):
+        columns = max((len(line) for line in pre.get_text().split('\n')), default=0)
+        pre['style'] = f'--columns: {max(columns, 1)}'
     for table in soup.find_all('table'):
         if 'table-scroll' not in (table.parent.get('class') or []):
-            table.wrap(soup.new_tag('div', attrs={'class': 'table-scroll'}))
+            table.wrap(soup.new_tag('div', attrs={'class': 'table-scroll scroll-hint'}))
     for code in soup.select('td code, th code'):  # GitHub's tables show an escaped pipe in a code span as '|'
         for text in code.find_all(string=True):
             if '\\|' in text:
@@ -289,6 +355,9 @@ def finish_page(page_html, name, site_files):
             link['href'] = f'#{by_case[anchor.lower()]}'  # GitHub's anchors are lower case, nbconvert's are not
     for style in soup.find_all('style'):
         style.string = re.sub(r'/\*.*?\*/', '', style.string or '', flags=re.S)
+    script = soup.new_tag('script')
+    script.string = PRINT_SCRIPT
+    (soup.body or soup).append(script)
     return str(soup)
 
 
@@ -304,6 +373,7 @@ def build(out):
         shutil.rmtree(staging)
     (staging / 'figures').mkdir(parents=True)
     (staging / 'fonts').mkdir()
+    (staging / FULL_SIZE).mkdir()
     figures, written, entries = set(), {}, []
     page_names = {f'{stem}.html' for stem in stems} | {README_PAGE, REPORT, INDEX}
 
@@ -313,7 +383,10 @@ def build(out):
         body, used = rewrite_links(body, stems, base)
         figures.update(used)
         site_files = page_names | {f'figures/{figure}' for figure in used}
-        (staging / name).write_text(finish_page(body, name, site_files))
+        full_size = {}
+        (staging / name).write_text(finish_page(body, name, site_files, full_size))
+        for target, data in full_size.items():
+            (staging / target).write_bytes(data)
         written[name] = len(export.formulas)
 
     index_formulas = []

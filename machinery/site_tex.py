@@ -214,7 +214,7 @@ def _renderer_class():
             except FormulaError as error:
                 raise FormulaError(f'{self.where}: cannot typeset {shown}: {error}') from None
             self.formulas.append(tex)
-            return f'<span class="display-formula">{mathml}</span>' if display else mathml
+            return f'<span class="display-formula scroll-hint">{mathml}</span>' if display else mathml
 
         def inline_math(self, body):
             return self._typeset(body, False, f'${body}$')

@@ -211,11 +211,13 @@ def test_no_formula_failed_to_convert(built):
 
 def test_nothing_is_fetched_from_outside_the_site(built):
     """The only web addresses of a page are links a reader may follow (<a href>): no script, style sheet, font or
-    image comes from the web, and there is no script at all (MathML needs none)."""
+    image comes from the web, and the one script is the print handler, written into the page (MathML needs none)."""
     out, written = built
     for name in written:
         page = (out / name).read_text()
-        assert '<script' not in page, f'{name} holds a script'
+        scripts = soup_of(out / name).find_all('script')
+        assert [script.get_text() for script in scripts] == [site.PRINT_SCRIPT], f'{name} holds another script'
+        assert not any(script.get('src') for script in scripts), f'{name} loads a script'
         rest = re.sub(r'(<a\b[^>]*?\bhref=")https?://[^"]*"', r'\1"', page)
         match = re.search(r'https?://|(?:src|href)="//|url\(\s*["\']?//|@import', rest)
         assert not match, f'{name} refers to {rest[match.start():match.start() + 100]}'
@@ -275,6 +277,8 @@ def style_of(soup, element):
     """What the site's screen rules set on an element, later rules over earlier ones."""
     style = {}
     for selector, declarations in screen_rules(soup):
+        if '::' in selector:  # a pseudo-element (a scroll bar) styles no element of the page
+            continue
         if element in soup.select(selector):
             style.update(declarations)
     return style
@@ -478,3 +482,83 @@ def test_a_worked_answer_collapsed_in_jupyterlab_shows_on_the_site(tmp_path, mon
         for parent in element.parents:
             assert 'hidden' not in ' '.join(parent.get('class') or []), f'hidden by {parent.name}.{parent["class"]}'
             assert 'display:none' not in (parent.get('style') or '').replace(' ', '')
+
+
+# --- a phone's screen and print ---------------------------------------------------------------------------------
+
+def test_printing_opens_every_collapsed_section(built):
+    """A closed <details> prints as its summary alone: every page carries the script that opens them all before
+    printing and closes them after, its selector finds every closed section of the page, and the print style sheet
+    shows a section's content where the browser can without the script."""
+    out, written = built
+    assert "addEventListener('beforeprint'" in site.PRINT_SCRIPT and "addEventListener('afterprint'" in site.PRINT_SCRIPT
+    selector = re.search(r"querySelectorAll\('([^']+)'\)", site.PRINT_SCRIPT).group(1)
+    assert 'section.open = true' in site.PRINT_SCRIPT and 'section.open = false' in site.PRINT_SCRIPT
+    sections = 0
+    for name in written:
+        soup = soup_of(out / name)
+        assert soup.find('script', string=site.PRINT_SCRIPT), f'{name} lacks the print script'
+        closed = [details for details in soup.find_all('details') if not details.has_attr('open')]
+        assert closed == soup.select(selector), f'{name}: the print script misses a closed section'
+        sections += len(closed)
+    assert sections >= 20, 'notebook 12 has a collapsed section per topic of its map'
+    printed = (out / site.INDEX).read_text().split('@media print', 1)[1]
+    assert re.search(r'details::details-content\s*\{[^}]*content-visibility:\s*visible', printed)
+
+
+def test_long_code_names_in_a_collapsed_section_wrap_and_narrow_outputs_are_blocks(built):
+    """On a phone, notebook 12's map names code that is wider than the screen: it wraps, and below the lab's 760 px
+    break an output area is a block that scrolls rather than a table row whose box hides what passes its edge."""
+    out, _ = built
+    soup = soup_of(out / '12_framework_options.html')
+    code = soup.select_one('details code')
+    assert code is not None and style_of(soup, code).get('overflow-wrap') == 'anywhere'
+    css = soup.find_all('style')[-1].get_text()
+    narrow = re.search(r'@media only screen and \(max-width: 760px\)\s*\{([^{}]*)\{([^{}]*)\}', css)
+    assert narrow and '.jp-OutputArea-child .jp-OutputArea-output' in narrow.group(1)
+    assert 'display: block' in narrow.group(2)
+
+
+def test_every_display_formula_shows_that_it_scrolls(built):
+    out, written = built
+    formulas = 0
+    for name in written:
+        soup = soup_of(out / name)
+        for formula in soup.select('.display-formula'):
+            assert 'scroll-hint' in formula['class'], f'{name}: a display formula without the scroll hint'
+            formulas += 1
+    assert formulas > 0
+    soup = soup_of(out / '01_bandit_closed_form.html')
+    hint = style_of(soup, soup.select_one('.display-formula'))
+    assert hint.get('overflow-x') == 'auto' and 'local' in hint['background'] and 'scroll' in hint['background']
+
+
+def test_every_output_figure_opens_full_size(built):
+    """A figure of ten panels cannot be read at a phone's width: each output figure is a link to itself as a file of
+    the site, the same bytes as the figure in the page."""
+    import base64
+    out, written = built
+    figures = 0
+    for name in written:
+        for image in soup_of(out / name).select('.jp-OutputArea-output img'):
+            link = image.find_parent('a')
+            assert link is not None, f'{name}: an output figure that does not open full size'
+            target = out / link['href']
+            assert target.is_file(), f'{name}: {link["href"]} is not in the site'
+            data = site.DATA_IMAGE.match(image['src'])['data']
+            assert target.read_bytes() == base64.b64decode(data), f'{name}: {link["href"]} is another figure'
+            figures += 1
+    assert figures >= 10
+
+
+def test_text_blocks_print_on_their_lines_at_a_size_that_fits(built):
+    """Printed, a table in text keeps its alignment: every <pre> carries its longest line, which the print style
+    sheet sizes its font by, and blocks and tables are not split across pages."""
+    out, written = built
+    for name in written:
+        for pre in soup_of(out / name).find_all('pre'):
+            longest = max(len(line) for line in pre.get_text().split('\n'))
+            assert pre.get('style') == f'--columns: {max(longest, 1)}', f'{name}: {pre.get("style")}'
+    printed = (out / site.INDEX).read_text().split('@media print', 1)[1]
+    assert re.search(r'pre\s*\{\s*font-size:\s*min\([^;]*var\(--columns', printed)
+    assert re.search(r'pre, table\s*\{\s*break-inside:\s*avoid', printed)
