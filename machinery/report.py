@@ -15,6 +15,7 @@ from agentrl import chapter
 from agentrl.calibration import differences, substrates
 from agentrl.calibration.fit import fit_facts, fit_note
 from agentrl.ch10 import across as across_claims
+from agentrl.ch10 import glance
 from agentrl.ch10.claims import HOLDS, MECHANISM, OBSERVATION, seed_rule_text, verdict_line
 from agentrl.ch10.clip_higher import CLAIM_KEY as CLIP_HIGHER_CLAIM_KEY
 from agentrl.ch10.collapse_text import report_claims
@@ -162,10 +163,22 @@ def build_report(folder=None, snapshot=None):
             'come from our own substrate (the book\'s chapters 1–9 are not available), so their digits are not '
             'expected to match: for them the report lists each claim the chapter makes and whether it holds on our '
             'runs (mechanisms: what the chapter demonstrates; observations: its single-seed readings).', '',
+            *glance_lines(recorded), '',
             fit_note(fit_facts(), link='TINYAGENT.md') + ' '
             + differences.confirmation_sentence(differences.load_records()), '',
             '| section | title | lines | claims |', '|---|---|---|---|', *summary, '']
     return '\n'.join(head + body) + '\n'
+
+
+def glance_lines(recorded):
+    """The claims at a glance (agentrl.ch10.glance): the legend and the table, as Markdown lines."""
+    return glance.markdown(glance.glance_rows(recorded.data))
+
+
+def write_glance(page, recorded):
+    """Write the claims-at-a-glance table into page (README.md) between its claims markers; missing markers
+    raise."""
+    write_text(page, glance.with_block(page.read_text(encoding='utf-8'), glance_lines(recorded)))
 
 
 def write_differences(repo=REPO):
@@ -180,11 +193,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--output', type=Path, default=REPRODUCTION)
     parser.add_argument('--results', type=Path, default=None, help='results folder (default: results_dir())')
+    parser.add_argument('--claims-page', type=Path, default=README,
+                        help='the page holding the claims markers (default: README.md)')
     parser.add_argument('--readme', type=Path, default=README)
     args = parser.parse_args(argv)
     write_text(args.output, build_report(args.results))
     print(f'wrote {args.output}')
     print(f'wrote {write_differences()}')
+    write_glance(args.claims_page, Recorded(args.results))
+    print(f'wrote the claims table into {args.claims_page}')
     if args.readme.is_file():
         updated = with_faithfulness(args.readme.read_text(encoding='utf-8'), Recorded(args.results))
         if updated is None:
