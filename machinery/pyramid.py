@@ -33,7 +33,7 @@ LAYERS = (
       'test_framework_plugins.py', 'test_framework_claims.py', 'test_stability.py', 'test_ties.py',
       'test_turn_cost_ablation.py', 'test_clip_higher.py', 'test_findings_text.py', 'test_collapse_text.py',
       'test_design_text.py', 'test_exercise_text.py', 'test_substrate_text.py', 'test_framework_text.py',
-      'test_entropy_law_report.py', 'test_covariance_report.py', 'test_seed_tables.py')),
+      'test_entropy_law_report.py', 'test_covariance_report.py', 'test_seed_tables.py', 'test_glance.py')),
     ('notebooks and documents', 'the notebooks, README, REPRODUCTION.md, the site',
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
       'test_site.py', 'test_pyramid.py')),
