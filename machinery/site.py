@@ -225,8 +225,10 @@ img { max-width: 100%; height: auto; }
      its longest line (--columns, written by the build; a monospace character is about 0.6 em wide) to fit the
      cell. Wrapping is left only for a browser without container units. */
   .jp-Cell { container-type: inline-size; }
-  pre { font-size: 85%; white-space: pre-wrap; overflow-wrap: anywhere; }
-  pre { font-size: min(11px, calc(100cqi / (var(--columns, 80) * 0.62))); }
+  .jp-InputArea-editor pre, .jp-OutputArea-output pre, .jp-RenderedHTMLCommon pre, pre {
+    font-size: 85%; white-space: pre-wrap; overflow-wrap: anywhere; overflow: visible; }
+  .jp-InputArea-editor pre, .jp-OutputArea-output pre, .jp-RenderedHTMLCommon pre, pre {
+    font-size: min(11px, calc(100cqi / (var(--columns, 80) * 0.62))); }
   pre, table { break-inside: avoid; }
   /* Collapsed sections print open: the page's print script opens them, and where the browser has the pseudo-element
      for a section's content this shows it even without scripts. */

@@ -560,5 +560,8 @@ def test_text_blocks_print_on_their_lines_at_a_size_that_fits(built):
             longest = max(len(line) for line in pre.get_text().split('\n'))
             assert pre.get('style') == f'--columns: {max(longest, 1)}', f'{name}: {pre.get("style")}'
     printed = (out / site.INDEX).read_text().split('@media print', 1)[1]
-    assert re.search(r'pre\s*\{\s*font-size:\s*min\([^;]*var\(--columns', printed)
+    sized = re.search(r'([^{}]*)\{\s*font-size:\s*min\([^;]*var\(--columns', printed)
+    # as specific as the screen's rules for code and output, which would otherwise keep their size and scroll bar
+    assert sized and {'.jp-OutputArea-output pre', '.jp-InputArea-editor pre'} <= {
+        selector.strip() for selector in sized.group(1).split(',')}
     assert re.search(r'pre, table\s*\{\s*break-inside:\s*avoid', printed)
