@@ -24,7 +24,8 @@ SUBSTRATE_SWEEP = RESULTS / 'substrate_sweep.json'  # the sweep's committed reco
 FRAMEWORK_SWEEP = RESULTS / 'framework_sweep.json'  # the framework options' runs: notebook 12's input, likewise
 CALIBRATION = REPO / 'calibration'  # the calibration search's committed record (study.db, trials.json, README.md)
 REPRODUCTION = REPO / 'REPRODUCTION.md'
-README = REPO / 'README.md'
+README = REPO / 'README.md'  # for readers: what the chapter argues, the ways in, the notebook map
+MAINTAINING = REPO / 'MAINTAINING.md'  # for maintainers; it holds the blocks code writes between markers
 
 
 def cache_dir():

@@ -1,5 +1,5 @@
 """The mutation report: mutmut's verdicts and the hand mutants' as committed data, matched to their justifications,
-scored, and written as reports/mutation.md and the README's mutation paragraph.
+scored, and written as reports/mutation.md and MAINTAINING.md's mutation paragraph.
 
 `make mutation` (machinery/mutation.py) keeps mutmut's verdicts as data in reports/mutation-results.json (committed:
 every mutant's status, the survivors' changed lines, the runs' times), since mutants/ is mutmut's working copy and is
@@ -17,7 +17,7 @@ import tomllib
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from agentrl.paths import README, REPO
+from agentrl.paths import MAINTAINING, REPO
 from machinery.readme_blocks import replace_between_markers, write_text
 
 REPORT = REPO / 'reports' / 'mutation.md'
@@ -249,7 +249,7 @@ def load_results(path=RESULTS):
 
 
 def readme_lines(rows, justifications, runs, hand=None):
-    """The README's paragraph on the measured score, from the same data as the report."""
+    """MAINTAINING.md's paragraph on the measured score, from the same data as the report."""
     per_module, survivors, _ = summarise(rows, justifications)
     total, detected, relevant = overall(per_module)
     unjustified = sum(not s['justification'] for s in survivors)
@@ -281,12 +281,13 @@ def readme_with_score(readme_text, lines):
     """readme_text with its mutation paragraph replaced; missing markers raise."""
     updated = replace_between_markers(readme_text, README_BEGIN, README_END, lines)
     if updated is None:
-        raise ValueError(f'README.md lacks the markers {README_BEGIN!r} ... {README_END!r} around the mutation score')
+        raise ValueError(f'MAINTAINING.md lacks the markers {README_BEGIN!r} ... {README_END!r} around the '
+                         'mutation score')
     return updated
 
 
-def write_report(path=REPORT, readme=README):
-    """The report and the README's paragraph, from the committed data and the justifications."""
+def write_report(path=REPORT, readme=MAINTAINING):
+    """The report and MAINTAINING.md's paragraph, from the committed data and the justifications."""
     rows, runs = load_results()
     hand = load_hand_results()
     justifications = load_justifications()

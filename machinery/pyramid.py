@@ -1,8 +1,8 @@
 """The test pyramid: how many tests each layer of the project has, counted from pytest's own collection.
 
 Usage: python -m machinery.pyramid [--write]
-prints the README's table (fast behavioural, slow behavioural and slow snapshot tests per layer); --write puts it
-into README.md between PYRAMID_BEGIN and PYRAMID_END (`make pyramid`). tests/test_pyramid.py keeps the two equal.
+prints MAINTAINING.md's table (fast behavioural, slow behavioural and slow snapshot tests per layer); --write puts it
+into MAINTAINING.md between PYRAMID_BEGIN and PYRAMID_END (`make pyramid`). tests/test_pyramid.py keeps the two equal.
 Every test file belongs to exactly one layer of LAYERS; a file that belongs to none stops the count.
 """
 import argparse
@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from machinery.readme_blocks import between_markers, replace_between_markers, write_text
-from agentrl.paths import README, REPO
+from agentrl.paths import MAINTAINING, REPO
 
 TESTS = REPO / 'tests'
 PYRAMID_BEGIN = '<!-- pyramid: begin (written by `make pyramid` from pytest\'s collection; do not edit by hand) -->'
@@ -34,7 +34,7 @@ LAYERS = (
       'test_turn_cost_ablation.py', 'test_clip_higher.py', 'test_findings_text.py', 'test_collapse_text.py',
       'test_design_text.py', 'test_exercise_text.py', 'test_substrate_text.py', 'test_framework_text.py',
       'test_entropy_law_report.py', 'test_covariance_report.py', 'test_seed_tables.py', 'test_glance.py')),
-    ('notebooks and documents', 'the notebooks, README, REPRODUCTION.md, the site',
+    ('notebooks and documents', 'the notebooks, README, MAINTAINING.md, REPRODUCTION.md, the site',
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
       'test_site.py', 'test_pyramid.py')),
     ('machinery', '`machinery/` runner and calibration, caches, stopping on signals, CPU pin and arithmetic '
@@ -102,7 +102,7 @@ def counts(items):
 
 
 def table(found):
-    """The README's table, as Markdown lines."""
+    """MAINTAINING.md's table, as Markdown lines."""
     lines = ['| layer | what it tests | fast: behaviour (correctness) | slow: behaviour | '
              'slow: snapshot (reproducibility) | all |', '|---|---|---|---|---|---|']
     for layer, covers, _ in LAYERS:
@@ -116,10 +116,11 @@ def table(found):
 
 
 def readme_block(readme_text):
-    """The lines between the README's pyramid markers; missing markers raise."""
+    """The lines between MAINTAINING.md's pyramid markers; missing markers raise."""
     lines = between_markers(readme_text, PYRAMID_BEGIN, PYRAMID_END)
     if lines is None:
-        raise ValueError(f'README.md lacks the markers {PYRAMID_BEGIN!r} ... {PYRAMID_END!r} around the test table')
+        raise ValueError(f'MAINTAINING.md lacks the markers {PYRAMID_BEGIN!r} ... {PYRAMID_END!r} around the '
+                         'test table')
     return lines
 
 
@@ -130,14 +131,14 @@ def with_table(readme_text, lines):
 
 
 def main(argv=None):
-    """Command-line entry: print the table, or write it into README.md (--write)."""
+    """Command-line entry: print the table, or write it into MAINTAINING.md (--write)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument('--write', action='store_true', help='write the table into README.md between its markers')
+    parser.add_argument('--write', action='store_true', help='write the table into MAINTAINING.md between its markers')
     args = parser.parse_args(argv)
     lines = table(counts(collected()))
     if args.write:
-        write_text(README, with_table(README.read_text(encoding='utf-8'), lines))
-        print(f'wrote the test table into {README}')
+        write_text(MAINTAINING, with_table(MAINTAINING.read_text(encoding='utf-8'), lines))
+        print(f'wrote the test table into {MAINTAINING}')
     else:
         print('\n'.join(lines))
     return 0

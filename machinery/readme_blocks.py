@@ -1,4 +1,4 @@
-"""The README's blocks written by `make report`, between their marker lines: the summary of how faithful the
+"""MAINTAINING.md's blocks written by `make report`, between their marker lines: the summary of how faithful the
 reproduction is (FAITHFULNESS_BEGIN ... FAITHFULNESS_END, from results/ and calibration/) and the timings read from the
 long-grammar search's and the substrate sweep's records (TIMINGS_BEGIN ... TIMINGS_END); with the helpers that read
 and replace such a block and write a file only when its text changes."""
@@ -27,7 +27,8 @@ TIMINGS_END = '<!-- timings: end -->'
 
 def between_markers(text, begin, end):
     """The lines of text between the marker lines begin and end, or None if either is missing or they are out of
-    order. The README's code-written blocks (faithfulness, test table, mutation score) sit between such markers."""
+    order. MAINTAINING.md's code-written blocks (faithfulness, test table, mutation score) sit between such
+    markers."""
     start, stop = text.find(begin), text.find(end)
     if start < 0 or stop < start:
         return None
@@ -51,7 +52,7 @@ def write_text(path, text):
 
 
 def faithfulness_summary(recorded, calibration=None, snapshot=None):
-    """The README's summary of how faithful the reproduction is, as Markdown lines computed from the results (and
+    """MAINTAINING.md's summary of how faithful the reproduction is, as Markdown lines computed from the results (and
     from the calibration record, calibration/trials.json unless another path is given, and the verdict snapshot of
     machinery.verdict_shift, its recorded one unless another is given)."""
     total, match = exact_totals(recorded)
@@ -165,7 +166,7 @@ def substrate_lines(export, today=None):
 
 
 def long_study_lines(export):
-    """The README's line on the long-grammar calibration study, from its trials.json (parsed): not frozen yet, or
+    """MAINTAINING.md's line on the long-grammar calibration study, from its trials.json (parsed): not frozen yet, or
     the trial it froze, the rows it holds, and what the default rule fixed before that search decided."""
     decision, recs = decision_from_export(export)
     where = '`calibration/long-grammar/README.md`'
@@ -185,7 +186,7 @@ def long_study_lines(export):
 
 
 def across_lines(recorded):
-    """The README's lines on the claims across substrates (notebook 11): trial 45 and the long-grammar substrate
+    """MAINTAINING.md's lines on the claims across substrates (notebook 11): trial 45 and the long-grammar substrate
     side by side where both are swept, and the labels over every swept substrate."""
     rows = recorded.get(chapter.ACROSS_NOTEBOOK, chapter.CLAIM_TABLE_KEY, [])
     if not rows:
@@ -220,7 +221,7 @@ def reading_phrase(found):
 
 
 def timing_lines(long_export=None, sweep=None, options_sweep=None):
-    """The README's generated Timings lines (the long-grammar search, the substrate sweep, the framework options'
+    """MAINTAINING.md's generated Timings lines (the long-grammar search, the substrate sweep, the framework options'
     sweep), from their records."""
     path = Path(long_export or CALIBRATION / 'long-grammar' / 'trials.json')
     lines = [long_search_timing(json.loads(path.read_text()))] if path.exists() else []

@@ -3,7 +3,7 @@
 Usage: python -m machinery.report [--output REPRODUCTION.md] [--results DIR]
 
 Reads only data inside the repository: the book's printed lines (data/book/chapter10.json, via the registry) and
-the results the notebooks recorded (results/<notebook>.json, via agentrl.results). It also rewrites the README's
+the results the notebooks recorded (results/<notebook>.json, via agentrl.results). It also rewrites MAINTAINING.md's
 blocks that machinery/readme_blocks.py writes: the summary of how faithful the reproduction is, and the timings read
 from the long-grammar search's and the substrate sweep's records.
 """
@@ -15,12 +15,12 @@ from agentrl import chapter
 from agentrl.calibration import differences, substrates
 from agentrl.calibration.fit import fit_facts, fit_note
 from agentrl.ch10 import across as across_claims
-from agentrl.ch10 import glance
 from agentrl.ch10.claims import HOLDS, MECHANISM, OBSERVATION, seed_rule_text, verdict_line
 from agentrl.ch10.clip_higher import CLAIM_KEY as CLIP_HIGHER_CLAIM_KEY
 from agentrl.ch10.collapse_text import report_claims
 from agentrl.ch10.explanations import explanation_lines
-from agentrl.paths import README, REPO, REPRODUCTION
+from agentrl.ch10 import glance
+from agentrl.paths import MAINTAINING, README, REPO, REPRODUCTION
 from machinery import verdict_shift
 from machinery.readme_blocks import fragile_note, seed_counts, with_faithfulness, with_timings, write_text
 from machinery.recorded import Recorded, claim_counts, compare_block, seed_phrase, seed_verdicts_by_key
@@ -189,13 +189,14 @@ def write_differences(repo=REPO):
 
 
 def main(argv=None):
-    """Command-line entry: write the report, and the README's faithfulness block if the README has its markers."""
+    """Command-line entry: write the report, and MAINTAINING.md's faithfulness block if it has its markers."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--output', type=Path, default=REPRODUCTION)
     parser.add_argument('--results', type=Path, default=None, help='results folder (default: results_dir())')
     parser.add_argument('--claims-page', type=Path, default=README,
                         help='the page holding the claims markers (default: README.md)')
-    parser.add_argument('--readme', type=Path, default=README)
+    parser.add_argument('--readme', type=Path, default=MAINTAINING,
+                        help='the page holding the faithfulness and timings markers (default: MAINTAINING.md)')
     args = parser.parse_args(argv)
     write_text(args.output, build_report(args.results))
     print(f'wrote {args.output}')

@@ -8,7 +8,8 @@ from machinery.notebook_runner import environment
 
 
 def pytest_configure(config):
-    """The marker of the snapshot tests (README, "The tests, layer by layer"); `slow` is declared in pyproject.toml."""
+    """The marker of the snapshot tests (MAINTAINING.md, "The tests, layer by layer"); `slow` is declared in
+    pyproject.toml."""
     config.addinivalue_line('markers', 'snapshot: compares a fresh run with the committed outputs, results or figures, '
                                        'bit for bit (always also slow); skipped on a machine whose arithmetic differs')
 

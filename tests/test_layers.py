@@ -13,7 +13,7 @@ PACKAGE = REPO / 'agentrl'
 MACHINERY = REPO / 'machinery'
 # rank of each part of the package: a module may import only from parts of lower or equal rank
 RANK = {'paths': 0, 'atomic': 0, 'verified_cache': 0, 'progress': 0, 'fingerprint': 0, 'cpu': 0, 'plotting': 0, 'results': 0,
-        'stopping': 0, 'executors': 0, 'chapter': 0, 'side_runs': 0, 'prose': 0,
+        'stopping': 0, 'executors': 0, 'run_times': 0, 'chapter': 0, 'side_runs': 0, 'prose': 0,
         'core': 1, 'substrate': 2, 'ch10': 3, 'calibration': 4}
 
 
@@ -124,19 +124,19 @@ def test_notebooks_import_the_package_only():
 
 
 
-def test_the_readmes_section_table_names_every_section_its_notebook_and_modules_that_exist():
+def test_the_maintainers_section_table_names_every_section_its_notebook_and_modules_that_exist():
     from agentrl import chapter
 
-    text = (REPO / 'README.md').read_text()
+    text = (REPO / 'MAINTAINING.md').read_text()
     table = text.split("### Where each section's code lives", 1)[1].split('\n\n', 2)[1]
     rows = [line.split(' | ') for line in table.splitlines()[2:]]
     by_section = {row[0].lstrip('| ').split()[0]: row for row in rows}
     for section in chapter.SECTIONS:
-        assert section.number in by_section, f'{section.number} has no row in the README section table'
+        assert section.number in by_section, f'{section.number} has no row in the MAINTAINING.md section table'
         assert f'notebooks/{section.notebook}.ipynb' in by_section[section.number][1]
     for row in rows:
         for path in re.findall(r'`((?:agentrl|notebooks)/[^`]+)`', ' '.join(row[1:])):
-            assert (REPO / path).exists(), f'the README section table names {path}, which does not exist'
+            assert (REPO / path).exists(), f'the MAINTAINING.md section table names {path}, which does not exist'
 
 
 def test_the_machinery_is_not_too_big_for_one_job_a_module():

@@ -3,7 +3,7 @@ is matched to its justification by what it changes (robust to line shifts), a st
 survivor are listed, equivalent mutants leave the score, and a partial run says so."""
 import pytest
 
-from agentrl.paths import README
+from agentrl.paths import MAINTAINING
 from machinery import mutation
 from machinery import mutation_report as report
 from machinery.readme_blocks import between_markers
@@ -89,19 +89,19 @@ def test_the_readme_paragraph_gives_the_score_the_run_time_and_says_partial(monk
 def test_the_score_goes_between_the_readme_markers_and_missing_markers_raise():
     text = f'a\n{report.README_BEGIN}\nold\n{report.README_END}\nb\n'
     assert report.readme_with_score(text, ['new']) == f'a\n{report.README_BEGIN}\nnew\n{report.README_END}\nb\n'
-    with pytest.raises(ValueError, match='README.md lacks the markers'):
+    with pytest.raises(ValueError, match='MAINTAINING.md lacks the markers'):
         report.readme_with_score('no markers', ['new'])
 
 
-def test_the_committed_report_and_readme_paragraph_are_what_the_committed_verdicts_give():
+def test_the_committed_report_and_maintainers_paragraph_are_what_the_committed_verdicts_give():
     rows, runs = report.load_results()
     justifications = report.load_justifications()
     hand = report.load_hand_results()
     assert report.REPORT.read_text(encoding='utf-8') == report.render(rows, justifications, runs=runs, hand=hand), \
         'reports/mutation.md disagrees with reports/mutation-results.json: run `make mutation-report`'
-    block = between_markers(README.read_text(encoding='utf-8'), report.README_BEGIN, report.README_END)
+    block = between_markers(MAINTAINING.read_text(encoding='utf-8'), report.README_BEGIN, report.README_END)
     assert block == report.readme_lines(rows, justifications, runs, hand), \
-        "README.md's mutation paragraph disagrees with reports/mutation-results.json: run `make mutation-report`"
+        "MAINTAINING.md's mutation paragraph disagrees with reports/mutation-results.json: run `make mutation-report`"
 
 
 def test_every_hand_mutant_changes_one_place_of_an_existing_file():

@@ -1,5 +1,5 @@
 """Notebooks as tests: the book's exact lines recorded, committed outputs and results equal to a fresh run, seeds,
-figures; the report and the README computed from the recorded results."""
+figures; the report and MAINTAINING.md computed from the recorded results."""
 import json
 import re
 
@@ -9,7 +9,7 @@ import torch
 
 from agentrl import results
 from agentrl import chapter
-from agentrl.paths import BOOK_OUTPUTS, README, REPRODUCTION, RESULTS
+from agentrl.paths import BOOK_OUTPUTS, MAINTAINING, REPRODUCTION, RESULTS
 from machinery import registry
 from machinery.notebook_outputs import coalesce_streams
 from machinery.notebook_runner import NotebookFailed, execute_notebook, main
@@ -76,7 +76,7 @@ def test_nothing_reads_outside_the_repository():
     assert not found, f'paths outside the repository: {found}'
 
 
-# --- the committed results: every exact line of the book, the report, the README -----------------------------
+# --- the committed results: every exact line of the book, the report, MAINTAINING.md ----------------------------------
 
 @pytest.mark.parametrize('block', EXACT_BLOCKS, ids=block_id)
 def test_committed_results_reproduce_the_exact_lines(block):
@@ -98,13 +98,13 @@ def test_committed_report_is_the_one_the_results_give():
         'REPRODUCTION.md is stale: run `make report`'
 
 
-def test_readme_faithfulness_summary_agrees_with_the_recorded_verdicts():
-    text = README.read_text(encoding='utf-8')
+def test_maintainers_faithfulness_summary_agrees_with_the_recorded_verdicts():
+    text = MAINTAINING.read_text(encoding='utf-8')
     assert FAITHFULNESS_BEGIN in text and FAITHFULNESS_END in text, \
-        'README.md lacks the faithfulness markers that `make report` fills in'
+        'MAINTAINING.md lacks the faithfulness markers that `make report` fills in'
     block = text[text.index(FAITHFULNESS_BEGIN) + len(FAITHFULNESS_BEGIN):text.index(FAITHFULNESS_END)]
     assert block.strip('\n').splitlines() == faithfulness_summary(Recorded(RESULTS)), \
-        "README.md's faithfulness summary disagrees with results/: run `make report`"
+        "MAINTAINING.md's faithfulness summary disagrees with results/: run `make report`"
 
 
 class FakeRecorded:
@@ -520,12 +520,14 @@ def test_the_across_substrate_lines_set_the_two_frozen_substrates_side_by_side()
         '- **The same claims on other substrates** (notebook 11): not swept yet (`make substrate-sweep`).']
 
 
-def test_readme_timings_block_is_the_one_the_search_and_sweep_records_give():
+def test_maintainers_timings_block_is_the_one_the_search_and_sweep_records_give():
     from machinery.readme_blocks import TIMINGS_BEGIN, TIMINGS_END, timing_lines
-    text = README.read_text(encoding='utf-8')
-    assert TIMINGS_BEGIN in text and TIMINGS_END in text, 'README.md lacks the timings markers `make report` fills in'
+    text = MAINTAINING.read_text(encoding='utf-8')
+    assert TIMINGS_BEGIN in text and TIMINGS_END in text, \
+        'MAINTAINING.md lacks the timings markers `make report` fills in'
     block = text[text.index(TIMINGS_BEGIN) + len(TIMINGS_BEGIN):text.index(TIMINGS_END)]
-    assert block.strip('\n').splitlines() == timing_lines(), "README.md's timings disagree with the records: make report"
+    assert block.strip('\n').splitlines() == timing_lines(), \
+        "MAINTAINING.md's timings disagree with the records: make report"
 
 
 def test_the_search_timing_waits_for_the_budget_and_then_reads_every_session_from_the_record():

@@ -1,15 +1,15 @@
-"""The README's test table is the suite pytest collects, layer by layer, and every test file has one layer."""
+"""MAINTAINING.md's test table is the suite pytest collects, layer by layer, and every test file has one layer."""
 import pytest
 
-from agentrl.paths import README
+from agentrl.paths import MAINTAINING
 from machinery import pyramid
 from conftest import REPO
 
 
-def test_the_readme_table_is_the_collected_suite():
+def test_the_maintainers_table_is_the_collected_suite():
     lines = pyramid.table(pyramid.counts(pyramid.collected()))
-    assert pyramid.readme_block(README.read_text(encoding='utf-8')) == lines, \
-        "README.md's test table disagrees with the collected tests: run `make pyramid`"
+    assert pyramid.readme_block(MAINTAINING.read_text(encoding='utf-8')) == lines, \
+        "MAINTAINING.md's test table disagrees with the collected tests: run `make pyramid`"
 
 
 def test_every_file_a_layer_names_exists():
@@ -37,5 +37,5 @@ def test_a_snapshot_test_must_also_be_slow():
 def test_the_table_goes_between_the_markers_and_nowhere_else():
     text = f'before\n{pyramid.PYRAMID_BEGIN}\nold\n{pyramid.PYRAMID_END}\nafter\n'
     assert pyramid.with_table(text, ['new']) == f'before\n{pyramid.PYRAMID_BEGIN}\nnew\n{pyramid.PYRAMID_END}\nafter\n'
-    with pytest.raises(ValueError, match='README.md lacks the markers'):
+    with pytest.raises(ValueError, match='MAINTAINING.md lacks the markers'):
         pyramid.with_table('no markers', ['new'])
