@@ -1,17 +1,18 @@
-"""A static site of the companion: every notebook as committed, the README, REPRODUCTION.md and an index, readable
-offline, with every formula typeset by the build.
+"""A static site of the companion: every notebook as committed, the README, MAINTAINING.md, REPRODUCTION.md and an
+index, readable offline, with every formula typeset by the build.
 
 Usage: python -m machinery.site [--out site]
 
 Pages are rendered with nbconvert from the committed notebooks (nothing is executed), so the site shows exactly
 what the repository holds. Every formula (`$...$`, `$$...$$`, `\\(...\\)`, `\\[...\\]`) in the Markdown cells, the
-computed Markdown outputs, the README, REPRODUCTION.md and the index is converted to MathML by the pinned
-latex2mathml, which browsers render natively: a page fetches nothing, no script and no font from outside `site/`. A
-formula the converter cannot take, or a `$` left in a page's text, stops the build with the notebook and the cell.
-Links between notebooks (`02_estimator_moments.ipynb`), to `../README.md` and to `../REPRODUCTION.md` are rewritten
-to the matching page; figures referenced from Markdown are copied beside the pages; outputs' figures are embedded in
-the page itself, each with its caption as alternative text. The folder is written next to itself and swapped in
-whole, so an interrupted build leaves the previous site (or none), never half of one.
+computed Markdown outputs, the README, MAINTAINING.md, REPRODUCTION.md and the index is converted to MathML by the
+pinned latex2mathml, which browsers render natively: a page fetches nothing, no script and no font from outside
+`site/`. A formula the converter cannot take, or a `$` left in a page's text, stops the build with the notebook and
+the cell. Links between notebooks (`02_estimator_moments.ipynb`), to `../README.md`, `../MAINTAINING.md` and
+`../REPRODUCTION.md` are rewritten to the matching page; figures referenced from Markdown are copied beside the
+pages; outputs' figures are embedded in the page itself, each with its caption as alternative text. The folder is
+written next to itself and swapped in whole, so an interrupted build leaves the previous site (or none), never half
+of one.
 """
 import argparse
 import base64
@@ -23,10 +24,10 @@ import sys
 from pathlib import Path
 
 from agentrl.chapter import BEYOND, SECTIONS
-from agentrl.paths import README, REPO, REPRODUCTION
+from agentrl.paths import MAINTAINING, README, REPO, REPRODUCTION
 from machinery.site_tex import FormulaError, plain_text, render_inline, render_markdown
 
-INDEX, REPORT, README_PAGE = 'index.html', 'reproduction.html', 'readme.html'
+INDEX, REPORT, README_PAGE, MAINTAINING_PAGE = 'index.html', 'reproduction.html', 'readme.html', 'maintaining.html'
 LINK = re.compile(r'(?P<attr>href|src)="(?P<target>[^"#?]*)(?P<rest>[#?][^"]*)?"')
 
 # The math font every formula is set in, shipped in site/fonts/ with its licence and notice: Latin Modern Math
@@ -125,6 +126,8 @@ def rewrite_links(page_html, stems, base='notebooks'):
             target = README_PAGE
         elif path == 'REPRODUCTION.md':
             target = REPORT
+        elif path == 'MAINTAINING.md':
+            target = MAINTAINING_PAGE
         elif folder == 'notebooks' and name.endswith('.ipynb') and name[:-len('.ipynb')] in stems:
             target = name[:-len('.ipynb')] + '.html'
         elif folder == 'figures':
@@ -145,7 +148,8 @@ def markdown_page(text, title):
 
 def index_markdown(entries):
     """The index page: what the site is, then one row per notebook (an HTML table: Markdown tables break on '|'
-    inside formulas), then the README and the report. entries: (stem, label, title, summary as inline HTML)."""
+    inside formulas), then the README, the maintainers' guide and the report. entries: (stem, label, title, summary
+    as inline HTML)."""
     rows = ''.join(f'<tr><td>{label}</td><td><a href="{stem}.ipynb">{html.escape(title)}</a></td>'
                    f'<td>{summary}</td></tr>' for stem, label, title, summary in entries)
     return '\n'.join([
@@ -154,7 +158,8 @@ def index_markdown(entries):
         'Sections 10.1-10.8 come first, then what goes beyond the book.', '',
         f'<table><thead><tr><th>section</th><th>page</th><th>what it shows</th></tr></thead><tbody>{rows}</tbody></table>',
         '', "The chapter's tables beside ours: [the reproduction report](../REPRODUCTION.md). How to run, test and "
-        'rebuild everything: [the README](../README.md).', '',
+        'rebuild everything: [the README](../README.md); how it is built, tested and measured: [the maintainers\' '
+        'guide](../MAINTAINING.md).', '',
         'Built by `make html` from the committed notebooks, formulas typeset as MathML by the build; `make` '
         'regenerates the notebooks themselves.'])
 
@@ -377,7 +382,7 @@ def build(out):
     (staging / 'fonts').mkdir()
     (staging / FULL_SIZE).mkdir()
     figures, written, entries = set(), {}, []
-    page_names = {f'{stem}.html' for stem in stems} | {README_PAGE, REPORT, INDEX}
+    page_names = {f'{stem}.html' for stem in stems} | {README_PAGE, MAINTAINING_PAGE, REPORT, INDEX}
 
     def write(name, nb, source, name_cells=False, base='notebooks'):
         export.source, export.formulas, export.name_cells = source, [], name_cells
@@ -407,6 +412,8 @@ def build(out):
         summary = render_inline(first_line(nb), f'the index (the summary of {source})', index_formulas)
         entries.append((stem, label, title, summary))
     write(README_PAGE, markdown_page(README.read_text(), 'README · the chapter 10 companion'), 'README.md', base='')
+    write(MAINTAINING_PAGE, markdown_page(MAINTAINING.read_text(), 'Maintaining the chapter 10 companion'),
+          'MAINTAINING.md', base='')
     write(REPORT, markdown_page(REPRODUCTION.read_text(), 'Reproduction report: the chapter beside ours'),
           'REPRODUCTION.md', base='')
     write(INDEX, markdown_page(index_markdown(entries), 'Chapter 10 companion'), 'the index')

@@ -1,5 +1,5 @@
-"""make html: every notebook, the README and REPRODUCTION.md as pages, an index, links and images that resolve
-offline, every formula typeset as MathML by the build, nothing fetched from outside the site."""
+"""make html: every notebook, the README, MAINTAINING.md and REPRODUCTION.md as pages, an index, links and images
+that resolve offline, every formula typeset as MathML by the build, nothing fetched from outside the site."""
 import re
 from pathlib import Path
 
@@ -7,7 +7,7 @@ import nbformat
 import pytest
 from bs4 import BeautifulSoup
 
-from agentrl.paths import NOTEBOOKS, README, REPRODUCTION
+from agentrl.paths import MAINTAINING, NOTEBOOKS, README, REPRODUCTION
 from machinery import site, site_tex
 
 REFERENCE = re.compile(r'(?:href|src)="([^"]*)"')
@@ -31,14 +31,17 @@ def soup_of(path):
     return BeautifulSoup(path.read_text(), 'html.parser')
 
 
-def test_every_notebook_the_readme_and_the_report_have_a_page_and_the_index_lists_them(built):
+def test_every_notebook_the_readme_the_maintainers_guide_and_the_report_have_a_page_and_the_index_lists_them(built):
     out, written = built
     stems = [stem for stem, _, _ in site.pages()]
-    assert sorted(written) == sorted([f'{stem}.html' for stem in stems] + [site.INDEX, site.REPORT, site.README_PAGE])
+    assert sorted(written) == sorted([f'{stem}.html' for stem in stems]
+                                     + [site.INDEX, site.REPORT, site.README_PAGE, site.MAINTAINING_PAGE])
     index = (out / site.INDEX).read_text()
     for stem in stems:
         assert f'href="{stem}.html"' in index, f'the index does not link {stem}'
     assert f'href="{site.REPORT}"' in index and f'href="{site.README_PAGE}"' in index
+    readme = (out / site.README_PAGE).read_text()
+    assert f'href="{site.MAINTAINING_PAGE}"' in index and f'href="{site.MAINTAINING_PAGE}"' in readme
 
 
 def test_every_local_link_and_image_resolves(built):
@@ -165,7 +168,8 @@ def markdown_of(nb):
 
 def formulas_expected():
     """{page: number of formulas its sources hold}."""
-    expected = {site.README_PAGE: formulas_in(README.read_text()), site.REPORT: formulas_in(REPRODUCTION.read_text())}
+    expected = {site.README_PAGE: formulas_in(README.read_text()), site.REPORT: formulas_in(REPRODUCTION.read_text()),
+                site.MAINTAINING_PAGE: formulas_in(MAINTAINING.read_text())}
     expected[site.INDEX] = 0
     for stem, _, _ in site.pages():
         nb = nbformat.read(NOTEBOOKS / f'{stem}.ipynb', as_version=4)
@@ -392,8 +396,10 @@ def fake_repository(tmp_path, monkeypatch, cells, readme='# README.md\n'):
     nbformat.write(nb, tmp_path / 'notebooks' / '99_probe.ipynb')
     (tmp_path / 'README.md').write_text(readme)
     (tmp_path / 'REPRODUCTION.md').write_text('# REPRODUCTION.md\n')
+    (tmp_path / 'MAINTAINING.md').write_text('# MAINTAINING.md\n')
     monkeypatch.setattr(site, 'REPO', tmp_path)
     monkeypatch.setattr(site, 'README', tmp_path / 'README.md')
+    monkeypatch.setattr(site, 'MAINTAINING', tmp_path / 'MAINTAINING.md')
     monkeypatch.setattr(site, 'REPRODUCTION', tmp_path / 'REPRODUCTION.md')
     monkeypatch.setattr(site, 'pages', lambda: [('99_probe', '§0', 'probe')])
     return tmp_path / 'site'
