@@ -106,3 +106,18 @@ def test_the_adaptive_controller_follows_its_formula():
     for h, beta_next in zip(run['history'], betas[1:]):
         error = min(max(h['kl_ref'] / 0.01 - 1, -0.2), 0.2)
         assert beta_next == pytest.approx(h['kl_coef'] * (1 + error / 10), rel=1e-12)
+
+
+def test_each_trained_run_says_how_long_it_took_where_asked_and_a_loaded_one_says_nothing(tmp_cache, tmp_path,
+                                                                                         monkeypatch):
+    import json
+
+    log = tmp_path / 'times.jsonl'
+    monkeypatch.setenv('AGENTRL_RUN_TIMES', str(log))
+    specs = [tiny('a'), tiny('b', kl_coef=0.3, kl_kind='k3+')]
+    experiments.run_all(specs, processes=1)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [line['name'] for line in lines] == ['a', 'b'] and {line['workers'] for line in lines} == {1}
+    assert len({line['batch'] for line in lines}) == 1 and all(line['seconds'] > 0 for line in lines)
+    experiments.run_all(specs, processes=1)  # both loaded from the run cache: nothing trained, nothing timed
+    assert len(log.read_text().splitlines()) == 2

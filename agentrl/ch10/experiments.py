@@ -14,7 +14,7 @@ import pydantic
 import torch
 from pydantic import AfterValidator, BeforeValidator, Field
 
-from agentrl import executors
+from agentrl import executors, run_times
 from agentrl.ch10.evaluation import diversity
 from agentrl.ch10.framework_plugins import check_options, framework_plugins
 from agentrl.ch10.regularizers import (COV_VARIANTS, CovariancePolicyLoss, centered_cross_product, chapter_plugins,
@@ -353,7 +353,7 @@ def ensure_runs(specs, executor, done=lambda name, seconds: None):
 def run_all(specs, processes=2, executor=None):
     """{name: run} for every spec; missing runs are trained through `executor` (any concurrent.futures.Executor) or,
     when it is None, on the Dask cluster at $AGENTRL_DASK_SCHEDULER if set, else in `processes` spawned worker
-    processes (1: in this one). Runs that others start from (spec.init) are trained first."""
+    processes (1: in this one; None: one per core). Runs that others start from (spec.init) are trained first."""
     names = [spec.name for spec in specs]
     if len(set(names)) != len(names):
         raise ValueError(f'run names must be unique, got {names}')
@@ -367,7 +367,14 @@ def run_all(specs, processes=2, executor=None):
 
 def train_runs(specs, processes=2, executor=None, done=lambda name, seconds: None):
     """ensure_runs(specs, ...) through `executor`, else the Dask cluster at $AGENTRL_DASK_SCHEDULER if set, else
-    `processes` local worker processes (agentrl.executors.sweep_executor; one run, or processes 1: in this one)."""
+    `processes` local worker processes (agentrl.executors.sweep_executor; one run, or processes 1: in this one; None:
+    one per core). Each run's seconds go to agentrl.run_times."""
     if specs:
-        with executors.sweep_executor(min(processes, len(specs)), executor, executors.scheduler_address()) as pool:
-            ensure_runs(specs, pool, done)
+        workers = min(executors.worker_count(processes), len(specs))
+        batch = f'{time.time():.6f}'  # the runs trained together, for a forecast of other worker counts
+
+        def done_and_timed(name, seconds):
+            done(name, seconds)
+            run_times.record(batch, name, seconds, workers)
+        with executors.sweep_executor(workers, executor, executors.scheduler_address()) as pool:
+            ensure_runs(specs, pool, done_and_timed)
