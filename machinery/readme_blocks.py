@@ -14,7 +14,7 @@ from agentrl.calibration.rows import fitted_counts
 from agentrl.ch10 import stability
 from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, MECHANISM, SEED_DEPENDENT, seed_rule_text
 from agentrl.paths import CALIBRATION, FRAMEWORK_SWEEP
-from machinery import search, verdict_shift
+from machinery import record_words as words, verdict_shift
 from machinery.recorded import KIND_PLURAL, claim_counts, exact_totals, seed_phrase, seed_verdicts_by_key
 
 FAITHFULNESS_BEGIN = ('<!-- faithfulness: begin (written by `make report` from results/ and calibration/; do not '
@@ -143,9 +143,9 @@ def substrate_lines(export, today=None):
     if decision.action != 'freeze':
         return [f'- **The TinyAgent substrate** is not frozen yet (`calibration/README.md`): {decision.reason}.']
     frozen = next(r for r in recs if r['number'] == decision.frozen)
-    measured = [('seeds ' + search.seeds(frozen['seeds']), frozen['rows'])]
+    measured = [('seeds ' + words.seeds(frozen['seeds']), frozen['rows'])]
     if frozen.get('confirmation'):
-        measured.append(('the confirmation seeds ' + search.seeds(frozen['confirmation']['seeds']),
+        measured.append(('the confirmation seeds ' + words.seeds(frozen['confirmation']['seeds']),
                          frozen['confirmation']['rows']))
     held = ' and '.join(f'{sum(bool(r.get("holds")) for r in rows)} on {where}' for where, rows in measured)
     if frozen.get('confirmation') and not decision.confirmed:
@@ -161,7 +161,7 @@ def substrate_lines(export, today=None):
         missed = [r for r in rows if not r.get('holds')]
         if missed:
             lines.append(f'  - missed on {where}: ' + '; '.join(
-                f'{r["quantity"]} {_row_value(r)} (band {search.band(r)}, book {r.get("book", "")})' for r in missed))
+                f'{r["quantity"]} {_row_value(r)} (band {words.band(r)}, book {r.get("book", "")})' for r in missed))
     return lines
 
 
@@ -180,8 +180,8 @@ def long_study_lines(export):
             'by the default rule fixed before its search (all 26 rows on seeds 0-4 and at least 24 on seeds '
             '5-9), it stays a named candidate and trial 45 stays the default')
     return [f'- **The long-grammar substrate** is trial {frozen["number"]} of the second study ({where}): it holds '
-            f'{frozen["rows_held"]} of {len(frozen["rows"])} rows on seeds {search.seeds(frozen["seeds"])}'
-            + (f' and {confirmed["rows_held"]} on the confirmation seeds {search.seeds(confirmed["seeds"])}'
+            f'{frozen["rows_held"]} of {len(frozen["rows"])} rows on seeds {words.seeds(frozen["seeds"])}'
+            + (f' and {confirmed["rows_held"]} on the confirmation seeds {words.seeds(confirmed["seeds"])}'
                if confirmed else '') + f'; {role}.']
 
 
@@ -255,11 +255,11 @@ def long_search_timing(export):
     if decision.action == 'search':  # the study grows with every commit the search makes: no line to go stale
         return ('- `make calibrate-search SEARCH_ARGS="--study long-grammar"` (the second study): still searching; '
                 'its record, `calibration/long-grammar/README.md`, has the search time so far.')
-    attrs, n = export['attrs'], search.counts(recs)
+    attrs, n = export['attrs'], words.counts(recs)
     rerun = len({r['requeued_from'] for r in recs if r.get('requeued_from') is not None})
     sessions = attrs.get('sessions', [])
     each = '; '.join(f'{session["start"][:10]}, {_minutes(session["seconds"])}, '
-                     f'{search.count(session["finished"], "trial")} finished, '
+                     f'{words.count(session["finished"], "trial")} finished, '
                      f'{_ending(session, i == len(sessions) - 1)}'
                      for i, session in enumerate(sessions))
     spans = []
@@ -270,8 +270,8 @@ def long_search_timing(export):
     return (f'- `make calibrate-search SEARCH_ARGS="--study long-grammar"` (the second study, 2 trials at a time, '
             f'from its record): {len(recs)} trials ({n["COMPLETE"]} complete, {n["PRUNED"]} pruned, {n["FAIL"]} '
             f'failed, of them {rerun} cut by a stop and run again) in '
-            f'{search.duration(attrs.get("search_seconds", 0.0))} of search time, of a budget of '
-            f'{search.duration(attrs["budget"]["seconds"])}; ' + (', '.join(spans) + '. ' if spans else '')
+            f'{words.duration(attrs.get("search_seconds", 0.0))} of search time, of a budget of '
+            f'{words.duration(attrs["budget"]["seconds"])}; ' + (', '.join(spans) + '. ' if spans else '')
             + f'Its sessions: {each}.')
 
 
@@ -280,7 +280,7 @@ def options_timing(record):
     session = record['session']
     n_runs = sum(len(runs) for runs in record['runs'].values())
     return (f'- `make framework-sweep` (every run of notebook 12, from its record): {session["date"]}, {n_runs} runs '
-            f'({n_runs // len(record["seeds"])} settings on seeds {search.seeds(record["seeds"])}, {record["steps"]} '
+            f'({n_runs // len(record["seeds"])} settings on seeds {words.seeds(record["seeds"])}, {record["steps"]} '
             f'steps each), {_minutes(record["seconds"])} on {session["scheduler"]} ({session["workers"]} workers, '
             f'{session["cpus"]} CPUs), runs already in the run cache loaded, not trained again.')
 
@@ -293,7 +293,7 @@ def sweep_timing(record):
     label = lambda name: (f'trial {entries[name]["trial"]}' + (' (long calls)' if name == 'long' else '')  # noqa: E731
                           if name in entries else name)
     each = '; '.join(f'{session["date"]}, ' + ', '.join(map(label, session['substrates'])) + f' on seeds '
-                     f'{search.seeds(session["seeds"])}, {_minutes(session["seconds"])} on {session["scheduler"]} '
+                     f'{words.seeds(session["seeds"])}, {_minutes(session["seconds"])} on {session["scheduler"]} '
                      f'({session["workers"]} workers, {session["cpus"]} CPUs), the RL bases it built included'
                      for session in record['sessions'])
     runs = ', '.join(f'{label(name)} {_minutes(entries[name]["seconds"])}' for name in substrates.in_order(entries))

@@ -144,3 +144,26 @@ def test_the_machinery_is_not_too_big_for_one_job_a_module():
     big = {p.relative_to(REPO).as_posix(): n for p in MACHINERY.rglob('*.py')
            if (n := len(p.read_text().splitlines())) > 400}
     assert not big, f'modules over 400 lines: {big}'
+
+
+def test_what_make_runs_imports_nothing_only_the_tests_and_tools_install():
+    """`make` installs requirements.txt alone: its steps must not import what requirements-dev.txt adds."""
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[1]
+    pinned = {line.split('==')[0].strip().lower() for line in (repo / 'requirements-dev.txt').read_text().splitlines()}
+    # the tools themselves; what they bring in (msgpack, click, ...) the notebooks' own packages may bring in too
+    blocked = ['alembic', 'dask', 'distributed', 'hypothesis', 'libcst', 'mutmut', 'optuna', 'pytest', 'sqlalchemy',
+               'textual']
+    assert set(blocked) <= pinned
+    script = ('import sys\n'
+              f'BLOCKED = {blocked!r}\n'
+              'class Refuse:\n'
+              '    def find_spec(self, name, path=None, target=None):\n'
+              '        if name.split(".")[0].lower() in BLOCKED:\n'
+              '            raise ImportError(f"{name} is a test or tool requirement, not one of make\'s")\n'
+              'sys.meta_path.insert(0, Refuse())\n'
+              'import agentrl, machinery.notebook_runner, machinery.report, machinery.arithmetic, machinery.site\n')
+    done = subprocess.run([sys.executable, '-c', script], cwd=repo, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]

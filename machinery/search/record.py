@@ -14,6 +14,7 @@ from agentrl.atomic import atomic_output
 from agentrl.calibration.freeze import ALL_ROWS, CONFIRM_ROWS, FALLBACK_CANDIDATES, decide, rank
 from agentrl.substrate.config import SubstrateConfig
 from machinery.search.space import PRUNE_BELOW, SPACE, expression, space_with
+from machinery.record_words import band, count, duration, seeds
 from machinery.search.storage import budget_used, copy_sqlite, counts, plain, records
 
 
@@ -52,20 +53,8 @@ def trials_json(study, recs):
                       indent=1, allow_nan=False) + '\n'
 
 
-def duration(seconds):
-    minutes = round(seconds / 60)
-    return f'{minutes // 60} h {minutes % 60:02d} min'
 
 
-def band(row):
-    fmt, low, high = row.get('fmt') or '{:.3g}', row.get('low'), row.get('high')
-    if low is None and high is None:
-        return 'any'
-    if low is None:
-        return f'<= {fmt.format(high)}'
-    if high is None:
-        return f'>= {fmt.format(low)}'
-    return f'{fmt.format(low)}-{fmt.format(high)}'
 
 
 def rows_table(rows, seed_list, batch_seed_list):
@@ -224,16 +213,8 @@ def first_trials_text(search, attrs):
     return text + ' The first two trials are the named candidates `main` and `c18` (`agentrl/substrate/config.py`).'
 
 
-def count(n, word):
-    return f'{n} {word}' + ('' if n == 1 else 's')
 
 
-def seeds(seeds):
-    """0, 1, 2 -> '0-2'; other lists comma-separated."""
-    seeds = list(seeds or [])
-    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[0] + len(seeds))):
-        return f'{seeds[0]}-{seeds[-1]}'
-    return ', '.join(map(str, seeds))
 
 
 def _space_text(distribution):

@@ -19,6 +19,7 @@ from agentrl.atomic import atomic_output
 from agentrl.calibration.freeze import CONFIRM_ROWS, FALLBACK_CANDIDATES, budget_exhausted, rank
 from agentrl.paths import REPO
 from agentrl.substrate.config import CANDIDATES
+from machinery.record_words import counts
 from machinery.search.space import FIRST_TRIALS, PRUNE_BELOW, SPACE, config_from_params, params_of
 
 
@@ -251,9 +252,6 @@ def records(study):
     return out
 
 
-def counts(recs):
-    states = [r['state'] for r in recs]
-    return {state: states.count(state) for state in ('COMPLETE', 'PRUNED', 'FAIL', 'RUNNING', 'WAITING')}
 
 
 def budget_used(study, search):
