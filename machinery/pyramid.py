@@ -39,7 +39,7 @@ LAYERS = (
       'test_site.py', 'test_pyramid.py')),
     ('machinery', '`machinery/` runner and calibration, caches, stopping on signals, CPU pin and arithmetic '
                   'probe, sweeps on an executor (Dask), import layers',
-     ('test_notebook_runner.py', 'test_calibrate.py', 'test_differences.py', 'test_search.py', 'test_verified_cache.py',
+     ('test_notebook_runner.py', 'test_forecast.py', 'test_calibrate.py', 'test_differences.py', 'test_search.py', 'test_verified_cache.py',
       'test_cpu_pin.py',
       'test_layers.py', 'test_mutation_report.py', 'test_stopping.py', 'test_speed_tools.py',
       'test_sweeps_on_dask.py', 'test_arithmetic.py')),
