@@ -147,20 +147,21 @@ def markdown_page(text, title):
     return nb
 
 
-def index_markdown(entries):
-    """The index page: what the site is, then one row per notebook (an HTML table: Markdown tables break on '|'
-    inside formulas), then the README, the maintainers' guide and the report. entries: (stem, label, title, summary
-    as inline HTML)."""
-    rows = ''.join(f'<tr><td>{label}</td><td><a href="{stem}.ipynb">{html.escape(title)}</a></td>'
+def index_markdown(readme, entries):
+    """The index page: the README (what a reader meets first, with the notebook map's thumbnails), then every page of
+    the site, one row per notebook (an HTML table: Markdown tables break on '|' inside formulas), then the README,
+    the maintainers' guide and the report. Links are relative to the repository's root. entries: (stem, label,
+    title, summary as inline HTML)."""
+    rows = ''.join(f'<tr><td>{label}</td><td><a href="notebooks/{stem}.ipynb">{html.escape(title)}</a></td>'
                    f'<td>{summary}</td></tr>' for stem, label, title, summary in entries)
     return '\n'.join([
-        '# KL, entropy and regularisation: the runnable companion to chapter 10', '',
+        readme.rstrip(), '', '## The pages of this site', '',
         'Each page is a notebook of the repository as committed (outputs included), rendered without running it. '
         'Sections 10.1-10.8 come first, then what goes beyond the book.', '',
         f'<table><thead><tr><th>section</th><th>page</th><th>what it shows</th></tr></thead><tbody>{rows}</tbody></table>',
-        '', "The chapter's tables beside ours: [the reproduction report](../REPRODUCTION.md). How to run, test and "
-        'rebuild everything: [the README](../README.md); how it is built, tested and measured: [the maintainers\' '
-        'guide](../MAINTAINING.md).', '',
+        '', "The chapter's tables beside ours: [the reproduction report](REPRODUCTION.md). The README on a page of "
+        "its own: [README](README.md); how it is built, tested and measured: [the maintainers' "
+        'guide](MAINTAINING.md).', '',
         'Built by `make html` from the committed notebooks, formulas typeset as MathML by the build; `make` '
         'regenerates the notebooks themselves.'])
 
@@ -320,7 +321,8 @@ def build(out):
           'MAINTAINING.md', base='')
     write(REPORT, markdown_page(REPRODUCTION.read_text(), 'Reproduction report: the chapter beside ours'),
           'REPRODUCTION.md', base='')
-    write(INDEX, markdown_page(index_markdown(entries), 'Chapter 10 companion'), 'the index')
+    write(INDEX, markdown_page(index_markdown(README.read_text(), entries), 'Chapter 10 companion'), 'the index',
+          base='')
     written[INDEX] += len(index_formulas)
     for name in sorted(figures):
         source = REPO / 'figures' / name
