@@ -3,12 +3,13 @@ records give, the fitted mark follows each claim's `needs`, across.py's 'robust'
 verdict changed in a record changes the table."""
 import copy
 import json
+import re
 
 import pytest
 
 from agentrl import chapter, results
 from agentrl.ch10 import across, claims, glance
-from agentrl.paths import REPRODUCTION, RESULTS
+from agentrl.paths import README, REPRODUCTION, RESULTS
 from machinery.recorded import Recorded
 from machinery.report import glance_lines, write_glance
 
@@ -100,3 +101,12 @@ def test_the_readme_block_is_written_between_its_markers_and_missing_markers_rai
     page.write_text('# Title without markers\n', encoding='utf-8')
     with pytest.raises(ValueError, match='lacks the markers'):
         write_glance(page, Recorded(RESULTS))
+
+
+def test_the_readmes_count_of_exact_lines_is_the_reports():
+    from machinery.recorded import exact_totals
+
+    total, match = exact_totals(Recorded(RESULTS))
+    readme = README.read_text(encoding='utf-8')
+    counts = re.findall(r'\*\*(\d+) of (\d+) lines\*\*', readme)
+    assert counts == [(str(match), str(total))], counts
