@@ -44,6 +44,10 @@ all: notebooks
 # The virtual environment: what the notebooks need (requirements.txt, pinned), agentrl (editable), a Jupyter kernel
 # inside the venv whose spec carries the CPU pin in its env (on x86-64), so a notebook opened in `jupyter lab` is
 # pinned from its first line. PIP_ARGS passes options to pip, e.g. the CPU-only torch index on Linux (README).
+# TORCH=cpu adds PyTorch's CPU-only index, so that Linux gets torch 2.13.0+cpu rather than PyPI's CUDA build.
+ifeq ($(TORCH),cpu)
+PIP_ARGS += --extra-index-url https://download.pytorch.org/whl/cpu
+endif
 setup: $(SETUP)
 $(INSTALLED): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
