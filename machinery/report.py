@@ -22,7 +22,8 @@ from agentrl.ch10.explanations import explanation_lines
 from agentrl.ch10 import glance
 from agentrl.paths import MAINTAINING, README, REPO, REPRODUCTION
 from machinery import verdict_shift
-from machinery.readme_blocks import fragile_note, seed_counts, with_faithfulness, with_timings, write_text
+from machinery.readme_blocks import (fragile_note, replace_between_markers, seed_counts, with_faithfulness,
+                                     with_timings, write_text)
 from machinery.recorded import Recorded, claim_counts, compare_block, seed_phrase, seed_verdicts_by_key
 
 KIND_HEADINGS = {MECHANISM: 'Mechanisms (what the chapter demonstrates)',
@@ -178,7 +179,12 @@ def glance_lines(recorded):
 def write_glance(page, recorded):
     """Write the claims-at-a-glance table into page (README.md) between its claims markers; missing markers
     raise."""
-    write_text(page, glance.with_block(page.read_text(encoding='utf-8'), glance_lines(recorded)))
+    updated = replace_between_markers(page.read_text(encoding='utf-8'), glance.CLAIMS_BEGIN, glance.CLAIMS_END,
+                                      glance_lines(recorded))
+    if updated is None:
+        raise ValueError(f'{page.name} lacks the markers {glance.CLAIMS_BEGIN!r} ... {glance.CLAIMS_END!r} around the '
+                         'claims table')
+    write_text(page, updated)
 
 
 def write_differences(repo=REPO):

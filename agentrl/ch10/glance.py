@@ -111,12 +111,15 @@ def _word(held):
 def legend(rows):
     """The one sentence above the table: the words, the rule, the fitted mark."""
     n = max((r['seeds']['n'] for r in rows if r['section'] != '10.6'), default=5)
+    batches = next((r['seeds']['n'] for r in rows if r['section'] == '10.6'), None)
+    fitted_clip = next(run for run in FITTED_RUNS if run.startswith('clip_high'))
     return (f'Each TinyAgent claim on seed 0 (the chapter\'s single seed), on {n} seeds and on six substrates: it '
             f'**holds** or **does not hold** by the seed rule ({claims.seed_rule_text(n)}), it is **fragile** where '
             'that word differs on another recorded arithmetic stream, and across the substrates it holds on every '
             'one, fails on every one, or depends on the substrate; *reads only fitted numbers* marks a claim that '
-            'reads only the unregularised run `none` (or the 10.6 batch at clip_high 0.2), numbers the substrate '
-            'was fitted to, so its verdict is close to built in (10.6\'s claim is judged on its own 10 batch seeds).')
+            f'reads only the unregularised run `none` (or the 10.6 batch at {fitted_clip}), numbers the substrate '
+            'was fitted to, so its verdict is close to built in'
+            + (f' (10.6\'s claim is judged on its own {batches} batch seeds).' if batches else '.'))
 
 
 def markdown(rows):
@@ -138,10 +141,3 @@ def counts(rows):
     found['fitted'] = sum(r['fitted'] for r in rows)
     return found
 
-
-def with_block(page_text, lines):
-    """page_text with the lines between its claims markers replaced by lines; missing markers raise."""
-    start, stop = page_text.find(CLAIMS_BEGIN), page_text.find(CLAIMS_END)
-    if start < 0 or stop < start:
-        raise ValueError(f'README.md lacks the markers {CLAIMS_BEGIN!r} ... {CLAIMS_END!r} around the claims table')
-    return page_text[:start] + '\n'.join([CLAIMS_BEGIN, *lines, CLAIMS_END]) + page_text[stop + len(CLAIMS_END):]
