@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 from agentrl.calibration import measure
-from agentrl.calibration.fit import EXAMPLE_EPISODE, EXAMPLE_REWARDS, EXAMPLE_TURNS, _span, turn_cost_example
+from agentrl.calibration.fit import (EXAMPLE_EPISODE, EXAMPLE_REWARDS, EXAMPLE_TURNS, _span, number_word,
+                                    turn_cost_example)
 from agentrl.calibration.freeze import decision_from_export
 from agentrl.calibration.rows import ROWS, fitted_counts
 from agentrl.calibration.substrates import FIRST_STUDY, LONG_STUDY, SOURCES, source, trial_record
@@ -22,11 +23,6 @@ from agentrl.substrate.gym import GRAMMARS
 PAGE = 'TINYAGENT.md'  # relative to the repository
 ARITHMETIC_REPORT = 'reports/calibrate-arithmetic.md'  # `make calibrate` on trial 45 after the arithmetic changed
 BOOK_GRAMMAR = 'long'  # the book spells its calls out (`read L2 to L5 ;`); the long-grammar study searched for it
-_NUMBER_WORDS = ('no', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten')
-
-
-def _word(n):
-    return _NUMBER_WORDS[n] if 0 <= n < len(_NUMBER_WORDS) else str(n)
 
 
 def importances(readme_text):
@@ -103,9 +99,9 @@ def confirmation_sentence(records):
     """What the default substrate's counts on seeds 5-9 mean, at search time and with today's arithmetic."""
     default, study, today = default_substrate(records), records['studies'][FIRST_STUDY], records['arithmetic']
     seeds, confirm = _span(default['seeds']), _span(default['confirmation_seeds'])
-    selected = (f"the freeze rule's fallback measured the best {_word(study['compared'])} trials on them and froze the "
+    selected = (f"the freeze rule's fallback measured the best {number_word(study['compared'])} trials on them and froze the "
                 f"one holding the most rows there, so trial {default['trial']}'s count there is the maximum of "
-                f"{_word(study['compared'])} counts selected on those seeds, not an untouched score"
+                f"{number_word(study['compared'])} counts selected on those seeds, not an untouched score"
                 if not study['confirmed'] else 'the freeze rule confirmed it there')
     return (f"Seeds {confirm} are the confirmation seeds: the search never trained on them, but {selected}. At search "
             f"time trial {default['trial']} held {default['rows_held']} of {default['rows']} rows on seeds {seeds} and "

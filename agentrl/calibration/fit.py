@@ -53,11 +53,16 @@ def _span(seeds):
 _NUMBER_WORDS = ('no', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten')
 
 
+def number_word(n):
+    """3 -> 'three' up to ten; larger counts as digits."""
+    return _NUMBER_WORDS[n] if 0 <= n < len(_NUMBER_WORDS) else str(n)
+
+
 def below_the_rule(confirm_rows, candidates):
     """What follows the rows a fallback-frozen trial holds on the confirmation seeds, in the README: `confirm_rows` is
     what the freeze rule asked for there, `candidates` how many trials its fallback measured there. Those seeds chose
     the trial, so its count there is the largest of `candidates`, not an untouched score."""
-    many = _NUMBER_WORDS[candidates] if candidates < len(_NUMBER_WORDS) else str(candidates)
+    many = number_word(candidates)
     return (f", below the {confirm_rows} the freeze rule asked for there: no trial met that rule, and the rule's "
             f"fallback froze the best of {many} on the confirmation seeds, so that count is a selected maximum, not "
             "an untouched score")
