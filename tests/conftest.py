@@ -94,3 +94,12 @@ def results_tmp(tmp_path_factory):
     folder = tmp_path_factory.mktemp('results')
     with environment(AGENTRL_RESULTS_DIR=str(folder)):
         yield folder
+
+
+@pytest.fixture(scope='session')
+def smollm2():
+    """SmolLM2-135M-Instruct, loaded once for the whole session (agentrl.pretrained.loader); the tests that take it
+    are marked slow, so `make test-fast` leaves them out."""
+    from agentrl.pretrained.loader import load_smollm2
+
+    return load_smollm2()
