@@ -7,8 +7,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 import agentrl as arl
 from machinery import profile
-from machinery.bench import (MODEL_HEADER, SEQUENCE_LENGTHS, FixedLengthEnv, MatmulFloor, linear_flops, linear_weights,
-                             model_row)
+from machinery.bench import SEQUENCE_LENGTHS, FixedLengthEnv
+from machinery.bench_model import MODEL_HEADER, MatmulFloor, linear_flops, linear_weights, model_row
 from substrate_fixtures import on_main, quick_base, tokenizer  # noqa: F401 (on_main: autouse)
 
 
