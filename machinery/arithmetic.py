@@ -11,6 +11,10 @@ execution with them digit for digit run only where this machine's digest is the 
     python -m machinery.arithmetic --write FILE          # record them
 
 Run it as make does (the pin in the environment, or agentrl imported before torch, which this module does).
+
+The rows named 'SmolLM2 ...' are the pretrained model's operations at its shapes (on random inputs; the model itself
+is not loaded). They were recorded on this project's AMD EPYC under both arithmetics; no Intel machine has probed them
+yet, so whether the portable arithmetic gives an Intel CPU the same bits at these wider shapes is still to be seen.
 """
 import argparse
 import hashlib
@@ -22,8 +26,9 @@ from pathlib import Path
 
 import agentrl  # noqa: F401  (sets the CPU pin before torch and numpy load)
 from agentrl.atomic import atomic_output
-from agentrl.cpu import PINS, arithmetic, pin_wanted
+from agentrl.cpu import PINS, arithmetic, fixed_threads, pin_wanted
 from agentrl.paths import REPO
+from agentrl.pretrained.loader import MODEL_THREADS
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -31,6 +36,13 @@ import torch  # noqa: E402
 REFERENCES = REPO / 'data' / 'arithmetic'  # recorded probes, one file each
 OUTPUTS = REFERENCES / 'outputs.txt'  # the probe of the machine and arithmetic the committed outputs came from
 TOKENS, WIDTH, HIDDEN, VOCAB, HEADS = 1920, 64, 256, 316, 4  # a TinyAgent update's rows and widths
+# SmolLM2-135M-Instruct's widths (agentrl/pretrained/): 576 wide, 9 query heads over 3 key-value heads of 64, an MLP
+# of 1536, 49,152 tokens; rotary embeddings with theta 100,000 and RMSNorm with epsilon 1e-5. The pretrained model's
+# notebook samples, scores and trains at these shapes, on MODEL_THREADS threads; its rows here use random inputs at
+# those shapes (2 continuations of 48 positions), so that the probe names the operations whose bits the model's
+# numbers rest on without loading the model (which takes seconds, and the probe must stay fast).
+SMOL_BATCH, SMOL_POSITIONS, SMOL_WIDTH, SMOL_MLP, SMOL_VOCAB = 2, 48, 576, 1536, 49152
+SMOL_HEADS, SMOL_KV_HEADS, SMOL_HEAD_DIM, SMOL_ROPE_THETA, SMOL_EPS = 9, 3, 64, 100000.0, 1e-5
 
 
 def cpu_name():
@@ -130,6 +142,92 @@ def _torch_rows():
     ]
 
 
+def _smollm2_rows():
+    """SmolLM2-135M-Instruct's operations at its own shapes, computed as transformers' Llama computes them (its linear
+    layers, RMSNorm, gated SiLU, rotary embedding, grouped-query attention, the log-softmax over the vocabulary and
+    sampling), on random inputs: the bits of the pretrained model's notebook, whose matrix products are far wider
+    than TinyAgent's and may take other kernels."""
+    F = torch.nn.functional
+    rows, width, mlp, vocab = SMOL_BATCH * SMOL_POSITIONS, SMOL_WIDTH, SMOL_MLP, SMOL_VOCAB
+    heads, kv_heads, head_dim, groups = SMOL_HEADS, SMOL_KV_HEADS, SMOL_HEAD_DIM, SMOL_HEADS // SMOL_KV_HEADS
+    shape = f'[{SMOL_BATCH}, {heads}, {SMOL_POSITIONS}, {head_dim}]'
+    x, inner = _draw(60, rows, width), _draw(61, rows, mlp)
+    logits = _draw(62, rows, vocab, scale=3.0)
+    q = _draw(63, SMOL_BATCH, heads, SMOL_POSITIONS, head_dim)
+    k, v = (_draw(64 + i, SMOL_BATCH, kv_heads, SMOL_POSITIONS, head_dim) for i in range(2))
+
+    def weight(seed, out_size, in_size):
+        return _draw(seed, out_size, in_size, scale=in_size ** -0.5)
+
+    def rms_norm():  # LlamaRMSNorm: float32 variance, rsqrt, then the weight
+        norm_weight = 1 + _draw(70, width, scale=.1)
+        return norm_weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + SMOL_EPS))
+
+    def rotary():  # LlamaRotaryEmbedding's cos and sin at positions 0..47 ('default' rope, no scaling)
+        inv_freq = 1.0 / (SMOL_ROPE_THETA ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
+        freqs = torch.arange(SMOL_POSITIONS)[None, :, None].float() * inv_freq  # [1, P, 32]
+        emb = torch.cat((freqs, freqs), -1)
+        return emb.cos(), emb.sin()  # times attention_scaling, which is 1.0 for the default rope
+
+    def rotated():  # apply_rotary_pos_emb on the queries: q * cos + rotate_half(q) * sin
+        cos, sin = (t.unsqueeze(1) for t in rotary())
+        half = torch.cat((-q[..., head_dim // 2:], q[..., :head_dim // 2]), -1)
+        return q * cos + half * sin
+
+    def repeat_kv(t):  # each key-value head serves 3 query heads, expanded as transformers' repeat_kv does
+        return t[:, :, None].expand(SMOL_BATCH, kv_heads, groups, SMOL_POSITIONS, head_dim).reshape(
+            SMOL_BATCH, heads, SMOL_POSITIONS, head_dim)
+
+    def scores():  # the eager attention's first product, scaled
+        return torch.matmul(q, repeat_kv(k).transpose(2, 3)) * head_dim ** -0.5
+
+    def attended():  # its causal softmax and second product
+        causal = torch.ones(SMOL_POSITIONS, SMOL_POSITIONS, dtype=torch.bool).tril()
+        probs = torch.softmax(scores().masked_fill(~causal, float('-inf')), -1, dtype=torch.float32)
+        return torch.matmul(probs, repeat_kv(v))
+
+    def attention_backward():
+        leaves = [t.clone().requires_grad_(True) for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*leaves, is_causal=True, enable_gqa=True)
+        out.backward(_draw(67, *out.shape))
+        return torch.cat([t.grad.flatten() for t in leaves])
+
+    def log_softmax_backward():
+        leaf = logits.clone().requires_grad_(True)
+        torch.log_softmax(leaf, -1).backward(_draw(68, rows, vocab))
+        return leaf.grad
+
+    return [
+        (f'SmolLM2 linear: q or o projection [{rows}, {width}] -> {width}', lambda: F.linear(x, weight(71, width, width))),
+        (f'SmolLM2 linear: k or v projection [{rows}, {width}] -> {kv_heads * head_dim}',
+         lambda: F.linear(x, weight(72, kv_heads * head_dim, width))),
+        (f'SmolLM2 linear: MLP gate or up [{rows}, {width}] -> {mlp}', lambda: F.linear(x, weight(73, mlp, width))),
+        (f'SmolLM2 linear: MLP down [{rows}, {mlp}] -> {width}', lambda: F.linear(inner, weight(74, width, mlp))),
+        (f'SmolLM2 linear: lm_head [{rows}, {width}] -> {vocab}', lambda: F.linear(x, weight(75, vocab, width))),
+        (f'SmolLM2 linear: a decode tick, lm_head [{SMOL_BATCH}, {width}] -> {vocab}',
+         lambda: F.linear(x[:SMOL_BATCH], weight(75, vocab, width))),
+        (f'SmolLM2 matmul: lm_head weight gradient [{vocab}, {rows}] @ [{rows}, {width}]',
+         lambda: _draw(76, rows, vocab).t() @ x),
+        (f'SmolLM2 RMSNorm [{rows}, {width}]', rms_norm),
+        (f'SmolLM2 gated SiLU silu(gate) * up [{rows}, {mlp}]', lambda: F.silu(inner) * _draw(77, rows, mlp)),
+        (f'SmolLM2 rotary cos and sin, {SMOL_POSITIONS} positions of {head_dim}', lambda: torch.cat(rotary())),
+        (f'SmolLM2 rotary applied to queries {shape}', rotated),
+        (f'SmolLM2 attention product: scores q @ k.T, {heads} query heads over {kv_heads} key-value heads {shape}',
+         scores),
+        (f'SmolLM2 attention product: causal softmax @ v {shape}', attended),
+        (f'SmolLM2 attention: causal grouped-query {shape}, {kv_heads} key-value heads (sdpa, enable_gqa)',
+         lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)),
+        (f'SmolLM2 attention: a decode tick, one query [{SMOL_BATCH}, {heads}, 1, {head_dim}] over '
+         f'{SMOL_POSITIONS} (sdpa, enable_gqa)',
+         lambda: F.scaled_dot_product_attention(q[:, :, -1:], k, v, enable_gqa=True)),
+        (f'SmolLM2 attention backward: query, key and value gradients {shape}', attention_backward),
+        (f'SmolLM2 log_softmax [{rows}, {vocab}]', lambda: torch.log_softmax(logits, -1)),
+        (f'SmolLM2 log_softmax backward [{rows}, {vocab}]', log_softmax_backward),
+        (f'SmolLM2 softmax and multinomial over {vocab} with a Generator', lambda: torch.multinomial(
+            torch.softmax(logits[:SMOL_BATCH], -1), 1, generator=torch.Generator().manual_seed(78))),
+    ]
+
+
 def _adam_step(fused):
     """One Adam step on fixed parameters and gradients (the unfused step is torch's default; ours is fused)."""
     param = torch.nn.Parameter(_draw(30, 4096))
@@ -184,7 +282,7 @@ def _numpy_rows():
 
 
 def probe():
-    """[(operation, fingerprint)] for every row, on one thread (training runs on one)."""
+    """[(operation, fingerprint)] for every row, on one thread (training runs on one), SmolLM2's on MODEL_THREADS."""
     saved = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -193,6 +291,8 @@ def probe():
                  ('torch Adam step, fused (exact square root)', fingerprint(_adam_step(True)))]
         rows += [(name, fingerprint(value)) for name, value in _tinyagent_rows()]
         rows += [(name, fingerprint(run())) for name, run in _numpy_rows()]
+        with fixed_threads(MODEL_THREADS):  # the pretrained model runs on its own thread count, and so do its rows
+            rows += [(name, fingerprint(run())) for name, run in _smollm2_rows()]
     finally:
         torch.set_num_threads(saved)
     return rows

@@ -48,6 +48,7 @@ def test_the_probe_sees_another_mkl_branch():
     mine, _ = arithmetic.probe_in_fresh_process(env_for(cpu.arithmetic()))
     changed = arithmetic.differing(rows, mine)
     assert 'torch linear: head [1920, 64] -> 316' in changed and 'TinyAgent after 11 Adam steps' in changed
+    assert 'SmolLM2 linear: lm_head [96, 576] -> 49152' in changed  # the pretrained model's widths too
     assert 'numpy matmul [300, 300] (OpenBLAS)' not in changed  # MKL's branch does not touch numpy's OpenBLAS
 
 
