@@ -67,8 +67,8 @@ def test_cosines_and_shares_on_hand_made_vectors():
 
 
 def test_pick_positions():
-    probs = torch.tensor([[0.95, 0.55, 0.3], [0.7, 0.001, 0.0001]])
-    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])  # the 0.0001 is past the end: not a candidate
+    probs = torch.tensor([[0.95, 0.55, 0.3], [0.7, 0.001, 0.6], [0.0001, 0.9, 0.9]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])  # masked: past the end, never chosen
     assert cv.pick_positions(probs, mask) == ((0, 1), (1, 1))
     with pytest.raises(ValueError, match='no sampled token has pi >= 0.99'):
         cv.pick_positions(probs, mask, likely_at_least=0.99)
