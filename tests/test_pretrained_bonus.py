@@ -24,8 +24,8 @@ def test_parses_needs_a_closed_block_that_parses():
 
 def test_group_advantages():
     adv = b.group_advantages([1.0, 0.0, 1.0, 0.0])
-    assert adv.tolist() == pytest.approx([1 / math.sqrt(1 / 3)] * 0 + [0.5 / math.sqrt(1 / 3), -0.5 / math.sqrt(1 / 3)] * 2,
-                                         rel=1e-5)
+    s = math.sqrt(1 / 3)  # the sample standard deviation of 1, 0, 1, 0
+    assert adv.tolist() == pytest.approx([0.5 / s, -0.5 / s] * 2, rel=1e-5)
     assert b.group_advantages([1.0, 1.0, 1.0]).tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match='one group of at least 2'):
         b.group_advantages([1.0])

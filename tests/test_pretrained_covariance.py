@@ -101,7 +101,8 @@ def test_the_table_and_sentences_from_hand_made_records():
     assert 'within 3.8% of the actual entropy change in each case (worst: rare, A > 0)' in text
     assert 'signs follow the covariance rule in all four cases' in text
     assert 'likely, A > 0 lowers the entropy' in text and 'rare, A > 0 raises the entropy' in text
-    assert 'cosine between the two is only +0.030' in text and '1200 other tokens' in text
+    assert 'is not the idealised eta A (e_a - pi)' in text
+    assert 'cosine between the two is +0.030' in text and '1,200 other tokens' in text
     assert 'eta ~ 0.09' in text
 
 

@@ -287,12 +287,14 @@ def sentences(run, within=0.05):
         off = [c.label for c in cases if c not in agree]
         out.append(f'The signs do not all follow the idealised rule: {", ".join(off)} '
                    f'{"goes" if len(off) == 1 else "go"} the other way.')
+    aligned = max(abs(c.cosine) for c in cases) >= 0.5
     out.append(
-        f'The network\'s logit change is not the idealised eta A (e_a - pi), though. Over the whole vocabulary (each '
-        f'change less its mean) the cosine between the two is only {_span([c.cosine for c in cases], "+.3f")}: the '
+        f'The network\'s logit change {"is close to" if aligned else "is not"} the idealised eta A (e_a - pi) over the '
+        f'whole vocabulary: with each change less its mean, the cosine between the two is '
+        f'{_span([c.cosine for c in cases], "+.3f")}; the '
         f'sampled token carries {_span([100 * c.share_on_token for c in cases], ".2f")}% of the change\'s squared '
         f'norm, against {_span([100 * c.ideal_share for c in cases], ".0f")}% in the idealised step, and '
-        f'{_span([c.moved_tokens for c in cases], "d")} other tokens move by at least a tenth as much as it does, '
+        f'{_span([c.moved_tokens for c in cases], ",d")} other tokens move by at least a tenth as much as it does, '
         'because every logit is computed from the same shared weights.')
     out.append(
         f'Weighted by pi, where the entropy is decided, the cosine is {_span([c.cosine_pi for c in cases], "+.3f")}, '
