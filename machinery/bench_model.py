@@ -142,7 +142,9 @@ def model_bench(repetitions):
           f'{repetitions} repetitions; load average (1 min) {load_start[0]:.2f} before, {load_end[0]:.2f} after')
     print(f'float32 {MATMUL_SIZE}x{MATMUL_SIZE} matmul before and after, 1 thread: {rates_before[0] / 1e9:.1f} and '
           f'{rates_after[0] / 1e9:.1f} GFLOP/s; {MODEL_THREADS} threads: {rates_before[1] / 1e9:.1f} and '
-          f'{rates_after[1] / 1e9:.1f} GFLOP/s (more threads slower than one: other processes hold the cores)')
+          f'{rates_after[1] / 1e9:.1f} GFLOP/s'
+          + ('; more threads slower than one: other processes hold the cores, and the times below are theirs too'
+             if min(rates_before[1], rates_after[1]) < max(rates_before[0], rates_after[0]) else ''))
     print()
     print(MODEL_HEADER)
     for result in results:
