@@ -47,6 +47,9 @@ BEYOND = (
      ('off_policy_kl', 'two_token_kl', 'aggregation_scales', 'ratio_losses', 'sampler_correction', 'option_runs',
       'option_claims')),
     ('13_engine', 'Appendix: the GRPO engine behind the TinyAgent runs, and the regularisers as its plug-ins', ()),
+    ('14_real_model', "The chapter's distribution facts on a real language model, SmolLM2-135M-Instruct",
+     ('real_moments', 'real_moment_medians', 'real_sequences', 'real_k3_numerics', 'real_gradients',
+      'real_gradient_distance', 'real_covariance', 'real_entropy_bonus')),
 )
 
 # Structured results besides the printed blocks. Claim verdicts (agentrl.ch10.claims.verdicts: a list of dicts)

@@ -80,3 +80,19 @@ def two_token_kl_grads(first, second, ref_first, ref_second):
         'k1 reward, to go': (weight * ((k1_a + k1_b) * lp_a + k1_b * lp_b)).sum(),
         'k1 reward, own token': (weight * (k1_a * lp_a + k1_b * lp_b)).sum()}
     return {name: torch.autograd.grad(loss, (first, second), retain_graph=True) for name, loss in losses.items()}
+
+
+def estimator_moments_rows(logp, ref_logp):
+    """estimator_moments for many distributions at once, in float64: logp, ref_logp [N, K] ->
+    {kind: (mean [N], std [N])}, plus 'kl' (the exact KL(pi || ref) [N]) and 'k1<0' (the chance that a draw of k1 is
+    negative, i.e. pi's mass on outcomes the reference likes more [N])."""
+    logp, ref_logp = logp.double(), ref_logp.double()
+    pi = logp.exp()  # [N, K]
+    moments = {}
+    for kind in KL_KINDS:
+        draw = kl_penalty(logp, ref_logp, kind)  # [N, K]
+        centre = (pi * draw).sum(-1)  # [N]
+        moments[kind] = centre, (pi * (draw - centre[:, None]).square()).sum(-1).sqrt()
+    moments['kl'] = (pi * (logp - ref_logp)).sum(-1)
+    moments['k1<0'] = (pi * (ref_logp > logp)).sum(-1)
+    return moments

@@ -47,11 +47,19 @@ def sample(model, prompt, n, length, generator, temperature=1.0, end_id=None):
     return Samples(prompt, tokens, mask)
 
 
-def next_token_logprobs(model, prompt, tokens, temperature=1.0, grad=False):
-    """log-probabilities over the whole vocabulary at each sampled position: the distribution that drew tokens[:, t]
+def next_token_logits(model, prompt, tokens, grad=False):
+    """Logits over the whole vocabulary at each sampled position: those of the distribution that drew tokens[:, t]
     given the prompt and tokens[:, :t] -> [N, T, V] float32 (differentiable when grad=True)."""
     n, length = tokens.shape
     ids = torch.cat([prompt.expand(n, -1), tokens], 1)  # [N, P + T]
     with fixed_threads(MODEL_THREADS), torch.set_grad_enabled(grad):
-        logits = model(ids).logits[:, prompt.numel() - 1:-1]  # [N, T, V]
-        return torch.log_softmax(logits.float() / temperature, -1)
+        return model(ids).logits[:, prompt.numel() - 1:-1].float()  # [N, T, V]
+
+
+def next_token_logprobs(model, prompt, tokens, temperature=1.0, grad=False):
+    """next_token_logits as log-probabilities at a sampling temperature -> [N, T, V] float32."""
+    if temperature <= 0:
+        raise ValueError(f'temperature must be > 0, got {temperature}')
+    logits = next_token_logits(model, prompt, tokens, grad)
+    with torch.set_grad_enabled(grad):
+        return torch.log_softmax(logits / temperature, -1)
