@@ -34,6 +34,10 @@ LAYERS = (
       'test_turn_cost_ablation.py', 'test_clip_higher.py', 'test_findings_text.py', 'test_collapse_text.py',
       'test_design_text.py', 'test_exercise_text.py', 'test_substrate_text.py', 'test_framework_text.py',
       'test_entropy_law_report.py', 'test_covariance_report.py', 'test_seed_tables.py', 'test_glance.py')),
+    ('pretrained model', '`agentrl/pretrained`: the SmolLM2 loader and its checks, real pairs, exact moments and '
+                         'gradients, 10.6 and the entropy bonus on a real vocabulary',
+     ('test_pretrained_loader.py', 'test_pretrained_estimators.py', 'test_pretrained_covariance.py',
+      'test_pretrained_bonus.py')),
     ('notebooks and documents', 'the notebooks, README, MAINTAINING.md, REPRODUCTION.md, the site',
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
       'test_site.py', 'test_pyramid.py')),

@@ -187,6 +187,24 @@ def write_glance(page, recorded):
     write_text(page, updated)
 
 
+REAL_MODEL_NOTEBOOK = '14_real_model'
+
+
+def write_real_model_claims(page, recorded):
+    """Write notebook 14's judged statements (agentrl.pretrained.claims) into page between its markers; a page
+    without the markers raises, a notebook not yet executed leaves the page alone."""
+    from agentrl.pretrained import claims as real_claims
+
+    rows = recorded.get(REAL_MODEL_NOTEBOOK, 'real_claims')
+    if rows is None:
+        return
+    updated = replace_between_markers(page.read_text(encoding='utf-8'), real_claims.BEGIN, real_claims.END,
+                                      real_claims.markdown(rows))
+    if updated is None:
+        raise ValueError(f'{page.name} lacks the markers {real_claims.BEGIN!r} ... {real_claims.END!r}')
+    write_text(page, updated)
+
+
 def write_differences(repo=REPO):
     """Write TINYAGENT.md, how our TinyAgent differs from the book's, from the calibration records."""
     path = Path(repo) / differences.PAGE
@@ -208,7 +226,8 @@ def main(argv=None):
     print(f'wrote {args.output}')
     print(f'wrote {write_differences()}')
     write_glance(args.claims_page, Recorded(args.results))
-    print(f'wrote the claims table into {args.claims_page}')
+    write_real_model_claims(args.claims_page, Recorded(args.results))
+    print(f'wrote the claims tables into {args.claims_page}')
     if args.readme.is_file():
         updated = with_faithfulness(args.readme.read_text(encoding='utf-8'), Recorded(args.results))
         if updated is None:

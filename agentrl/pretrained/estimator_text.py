@@ -3,6 +3,7 @@ book's printed lines (data/book): nothing here is typed in."""
 import re
 
 from agentrl import chapter
+from agentrl.prose import and_join
 
 IDENTITY_TOLERANCE = 0.01  # a relative gradient error below this counts as "the same gradient": float32 gradients
 # summed over 135M parameters carry rounding of about 1e-3 at the smallest KL (tests/test_pretrained_estimators.py
@@ -122,7 +123,7 @@ def estimator_findings(study, checkpoint='next checkpoint'):
     far = max(pairs, key=lambda p: p['kl_mean'])
     bullets = [
         f'**The adjacent-checkpoint KL.** One Adam step at learning rate {study.step["lr"]:g} (verl\'s default) on '
-        f'a GRPO-style batch moved the per-token KL by {step["kl_mean"]:.1e} on average (median '
+        f'a GRPO-style batch of other replies left a per-token KL of {step["kl_mean"]:.1e} on average at the measured positions (median '
         f'{step["kl_median"]:.1e}), {small["kl"] / step["kl_mean"]:.0f} times below the 0.001 the book calls typical '
         f'without measuring it. The pairs span KL {min(kls):.1e} to {max(kls):.2f}.',
         f'**Means.** {"k1 and k3 are unbiased at every pair" if unbiased else "k1 or k3 is off 1.000 somewhere"} '
@@ -136,12 +137,13 @@ def estimator_findings(study, checkpoint='next checkpoint'):
         f'times k3\'s (book: {(small["k1"][1] / small["k3"][1]) ** 2:.0f}). The ordering carries over; k3\'s own '
         f'spread is several times the book\'s, because real next-token distributions have long tails.',
         f'**Spread far from it.** At the farthest pair ({far["name"]}, KL {far["kl_mean"]:.2f}), k3 scatters '
-        f'{far["pooled"]["k3"][1]:.1f} times the KL and k1 {far["pooled"]["k1"][1]:.2f} times (book at '
+        f'{far["pooled"]["k3"][1]:.1f} times the KL and k1 {far["pooled"]["k1"][1]:.2f} times (book at KL '
         f'{large["kl"]}: {large["k3"][1]} and {large["k1"][1]}). '
         + ('The book says k3\'s advantage shrinks with distance; here it reverses: tokens the reference likes far '
            'more than pi make e^l huge.' if far['pooled']['k3'][1] > far['pooled']['k1'][1] else
            'k3 keeps its advantage there.'),
     ]
+    bullets.append(sequence_finding(study))
     bullets.append(gradient_finding(study))
     return '\n'.join(f'- {b}' for b in bullets)
 
@@ -165,3 +167,21 @@ def gradient_finding(study):
             f'{IDENTITY_TOLERANCE}). k3\'s error against the reverse-KL gradient grows from {errors[0][1]:.3f} at KL '
             f'{errors[0][0]:.1e} to {errors[-1][1]:.2f} at KL {errors[-1][0]:.2f}; the book\'s 6-outcome example '
             f'gives {near[ "k3"]:.3f} at KL {near["kl"]}.')
+
+
+def sequence_finding(study):
+    """One bullet on whole sampled sequences, from the per-sequence records."""
+    rows = sorted(study.pairs, key=lambda p: p['kl_mean'])
+    quieter = [p['name'] for p in rows
+               if p['sequences']['estimators']['k3'][1] < p['sequences']['estimators']['k1'][1]]
+    louder = [p['name'] for p in rows if p['name'] not in quieter]
+    spans = {name: (min(p['sequences']['estimators'][name][1] for p in rows),
+                    max(p['sequences']['estimators'][name][1] for p in rows)) for name in ('k1', 'k3', 'path_kl')}
+    n = rows[0]['sequences']['sequences']
+    said = [f'k3 has the smaller spread at {and_join(quieter)}' if quieter else '',
+            f'k1 has it at {and_join(louder)}' if louder else '']
+    return (f'**Whole sequences.** Summed along a reply, ' + '; '.join(part for part in said if part) +
+            f' (std over {n} replies / sequence KL: k1 {spans["k1"][0]:.2f} to {spans["k1"][1]:.1f}, k3 '
+            f'{spans["k3"][0]:.2f} to {spans["k3"][1]:.1f}). Even the exact path KL, with no token noise at all, '
+            f'spreads {spans["path_kl"][0]:.2f} to {spans["path_kl"][1]:.2f} times its mean: much of a sequence '
+            f'estimate\'s spread is which reply was sampled, which no choice of estimator removes.')

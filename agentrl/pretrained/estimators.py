@@ -117,8 +117,14 @@ def k3_numerics(log_ratio32, log_ratio64):
             'float64': report(exact), 'smallest |l|': log_ratio64.abs().min().item()}
 
 
-def _flat(parts, params):
-    return torch.cat([(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(parts, params)])
+def _dot(a, b):
+    """Inner product of two gradients kept as lists of float32 tensors, accumulated in float64."""
+    return sum(torch.dot(x.reshape(-1).double(), y.reshape(-1).double()) for x, y in zip(a, b)).item()
+
+
+def _distance(a, b):
+    """|a - b| of two gradients kept as lists of float32 tensors, in float64."""
+    return sum((x.double() - y.double()).square().sum() for x, y in zip(a, b)).item() ** 0.5
 
 
 def gradient_comparison(model, samples, ref_logits, kinds=GRADIENT_KINDS):
@@ -145,19 +151,23 @@ def gradient_comparison(model, samples, ref_logits, kinds=GRADIENT_KINDS):
             def average(per_position):  # [n, T] per request -> the mean over kept positions
                 return sum((value * s.mask).sum() for value, s in zip(per_position, samples)) / count
 
-            def gradient(loss):
-                return _flat(torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True), params).double()
+            def gradient(loss):  # float32 per parameter: three full gradients at a time, not six in float64
+                parts = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+                return [g if g is not None else torch.zeros_like(p) for g, p in zip(parts, params)]
 
             targets = {'reverse': gradient(average([(lp.exp() * (lp - rl)).sum(-1) for lp, rl in zip(logp, refs)])),
                        'forward': gradient(average([(rl.exp() * (rl - lp)).sum(-1) for lp, rl in zip(logp, refs)]))}
-            out = {'norms': {f'{label} KL': g.norm().item() for label, g in targets.items()}}
+            squares = {label: _dot(g, g) for label, g in targets.items()}
+            out = {'norms': {f'{label} KL': value ** 0.5 for label, value in squares.items()}}
             for kind in kinds:
                 g = gradient(average([(lp.exp().detach() * kl_estimate(lp, rl, kind)).sum(-1)
                                       for lp, rl in zip(logp, refs)]))
-                row = {'norm': g.norm().item()}
+                own = _dot(g, g)
+                row = {'norm': own ** 0.5}
                 for label, target in targets.items():
-                    row[f'error {label}'] = ((g - target).norm() / target.norm()).item()
-                    row[f'cos {label}'] = (g @ target / (g.norm() * target.norm()).clamp_min(1e-300)).item()
+                    cross = _dot(g, target)
+                    row[f'error {label}'] = _distance(g, target) / squares[label] ** 0.5
+                    row[f'cos {label}'] = cross / max((own * squares[label]) ** 0.5, 1e-300)
                 out[kind] = row
                 del g
     finally:

@@ -10,6 +10,7 @@ import importlib.util
 import io
 import os
 import time
+from unittest import mock
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,7 +95,10 @@ def load_smollm2(path=None):
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
-    with contextlib.redirect_stderr(io.StringIO()):  # transformers' GGUF reader draws a progress bar of its own
+    from transformers import modeling_gguf_pytorch_utils as gguf_reader
+
+    quiet = mock.patch.object(gguf_reader, 'tqdm', lambda items, **_: items)  # its own progress bar (a widget in
+    with quiet, contextlib.redirect_stderr(io.StringIO()):  # Jupyter), and anything else it says on stderr
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32,
                                                      local_files_only=True)

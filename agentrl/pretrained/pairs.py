@@ -65,10 +65,11 @@ class Rollouts:
         return int(sum(s.mask.sum().item() for s in self.samples))
 
 
-def draw(pretrained, setup=Setup()):
-    """pi's samples for every request, from one torch.Generator seeded with setup.seed -> Rollouts."""
+def draw(pretrained, setup=Setup(), generator=None):
+    """pi's samples for every request -> Rollouts; from a torch.Generator seeded with setup.seed, or from
+    `generator` where it stands (so that a second draw continues the same stream)."""
     tok = pretrained.tokenizer
-    generator = torch.Generator().manual_seed(setup.seed)
+    generator = generator if generator is not None else torch.Generator().manual_seed(setup.seed)
     end = tok.convert_tokens_to_ids(END_OF_TURN)
     samples = [sample(pretrained.model, chat_ids(tok, user, setup.system), setup.per_prompt, setup.length,
                       generator, end_id=end) for user in setup.users]
@@ -76,9 +77,9 @@ def draw(pretrained, setup=Setup()):
 
 
 def one_step(pretrained, rollouts, step=Step()):
-    """The model after one Adam step of a GRPO-style update on rollouts: reward bonus.parses (a closed code block
-    that parses), advantages normalised
-    within each request's group, loss -mean(A * log pi(token)) over kept tokens -> (model, stats)."""
+    """The model after one Adam step of a GRPO-style update on rollouts -> (model, stats). Reward: bonus.parses (a
+    closed code block that parses); advantages normalised within each request's group; loss -mean(A log pi(token))
+    over the kept tokens."""
     model = trainable_copy(pretrained.model)
     optimizer = torch.optim.Adam(model.parameters(), lr=step.lr)
     rewards = []

@@ -49,11 +49,12 @@ def sample(model, prompt, n, length, generator, temperature=1.0, end_id=None):
 
 def next_token_logits(model, prompt, tokens, grad=False):
     """Logits over the whole vocabulary at each sampled position: those of the distribution that drew tokens[:, t]
-    given the prompt and tokens[:, :t] -> [N, T, V] float32 (differentiable when grad=True)."""
+    given the prompt and tokens[:, :t] -> [N, T, V] float32, float64 for a float64 model (with grad if grad=True)."""
     n, length = tokens.shape
     ids = torch.cat([prompt.expand(n, -1), tokens], 1)  # [N, P + T]
     with fixed_threads(MODEL_THREADS), torch.set_grad_enabled(grad):
-        return model(ids).logits[:, prompt.numel() - 1:-1].float()  # [N, T, V]
+        logits = model(ids).logits[:, prompt.numel() - 1:-1]  # [N, T, V]
+        return logits.to(torch.promote_types(logits.dtype, torch.float32))  # float64 stays float64 (the tests)
 
 
 def next_token_logprobs(model, prompt, tokens, temperature=1.0, grad=False):

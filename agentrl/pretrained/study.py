@@ -2,6 +2,8 @@
 import time
 from dataclasses import dataclass, field
 
+import torch
+
 from agentrl.pretrained import estimators, pairs
 from agentrl.pretrained.sampling import Samples
 
@@ -42,14 +44,16 @@ def gradient_samples(rollouts, rows):
 
 
 def run_estimator_study(pretrained, setup=pairs.Setup(), references=pairs.REFERENCES, step=pairs.Step(),
-                        gradient_rows=2):
+                        gradient_rows=1):
     """Sample from pi, build every reference, and measure each pair exactly -> EstimatorStudy."""
     clock = {}
     start = time.perf_counter()
-    rollouts = pairs.draw(pretrained, setup)
-    clock['sampling'] = time.perf_counter() - start
+    generator = torch.Generator().manual_seed(setup.seed)
+    rollouts = pairs.draw(pretrained, setup, generator)  # where every pair is measured
+    batch = pairs.draw(pretrained, setup, generator)  # what the optimiser step learns from: other replies, so that
+    clock['sampling'] = time.perf_counter() - start  # the measured tokens are not the ones the step pushed on
     start = time.perf_counter()
-    stepped, step_stats = pairs.one_step(pretrained, rollouts, step)
+    stepped, step_stats = pairs.one_step(pretrained, batch, step)
     clock['one optimiser step'] = time.perf_counter() - start
     start = time.perf_counter()
     policy = pairs.policy_logits(pretrained, rollouts)

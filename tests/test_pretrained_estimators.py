@@ -1,0 +1,167 @@
+"""The exact quantities of notebook 14's estimator sections: each against an enumerated small case, and on the real
+model against float64."""
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from agentrl.core.exact import estimator_moments, estimator_moments_rows
+from agentrl.pretrained import estimator_text, estimators
+from agentrl.pretrained.sampling import Samples
+
+
+def _pair(rows=5, k=7, scale=0.7, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    logp = torch.randn(rows, k, generator=g, dtype=torch.float64).log_softmax(-1)
+    ref = (logp + scale * torch.randn(rows, k, generator=g, dtype=torch.float64)).log_softmax(-1)
+    return logp, ref
+
+
+def test_batched_moments_equal_the_enumerated_ones_row_by_row():
+    logp, ref = _pair()
+    rows = estimator_moments_rows(logp, ref)
+    for i in range(len(logp)):
+        single = estimator_moments(logp[i], ref[i])
+        for kind, (mean, std) in single.items():
+            assert rows[kind][0][i].item() == pytest.approx(mean, rel=1e-12)
+            assert rows[kind][1][i].item() == pytest.approx(std, rel=1e-12)
+        pi, q = logp[i].exp(), ref[i].exp()
+        assert rows['kl'][i].item() == pytest.approx((pi * (logp[i] - ref[i])).sum().item(), rel=1e-12)
+        assert rows['k1<0'][i].item() == pytest.approx(pi[q > pi].sum().item(), rel=1e-12)
+
+
+def test_pooled_ratios_are_one_draw_at_a_uniform_position_enumerated():
+    logp, ref = _pair(rows=3, k=4)
+    rows = estimator_moments_rows(logp, ref)
+    moments = estimators.PairMoments('toy', rows['kl'], {k: rows[k][0] for k in ('k1', 'k2', 'k3')},
+                                     {k: rows[k][1] for k in ('k1', 'k2', 'k3')}, rows['k1<0'], None, None)
+    # every (position, token) outcome, weighted 1/3 * pi(token | position)
+    weight = logp.exp() / 3
+    for kind in ('k1', 'k2', 'k3'):
+        ell = ref - logp
+        draw = {'k1': -ell, 'k2': 0.5 * ell ** 2, 'k3': torch.expm1(ell) - ell}[kind]
+        mean = (weight * draw).sum()
+        std = (weight * (draw - mean) ** 2).sum().sqrt()
+        kl = rows['kl'].mean()
+        assert moments.pooled(kind) == pytest.approx(((mean / kl).item(), (std / kl).item()), rel=1e-10)
+
+
+def test_sequence_sums_by_hand():
+    logp, ref = _pair(rows=2, k=3, seed=1)  # two positions of one sequence
+    logp, ref = logp[None], ref[None]  # [1, 2, 3]
+    ell = torch.tensor([[0.3, -0.2]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 0.0]])  # the second position is after the end of turn
+    out = estimators.sequence_sums(logp, ref, ell, mask)
+    kl0 = (logp[0, 0].exp() * (logp[0, 0] - ref[0, 0])).sum()
+    assert out['path_kl'].item() == pytest.approx(kl0.item())
+    assert out['k1'].item() == pytest.approx(-0.3)
+    assert out['k2'].item() == pytest.approx(0.045)
+    assert out['whole_k3'].item() == pytest.approx(torch.expm1(torch.tensor(0.3)).item() - 0.3, rel=1e-6)
+
+
+def test_k3_numerics_sees_the_naive_form_go_negative_and_expm1_not():
+    ell32 = torch.tensor([1e-9, -3e-9, 0.5, -2.0])
+    report = estimators.k3_numerics(ell32, ell32.double())
+    assert report['naive float32']['negative'] >= 1  # exp(1e-9) rounds to 1 in float32
+    assert report['expm1 float32']['negative'] == 0
+    assert report['float64']['negative'] == 0 and report['tokens'] == 4
+
+
+class TinyLM(torch.nn.Module):
+    """A causal toy with the interface the estimators use: model(ids).logits [N, L, V]."""
+
+    def __init__(self, vocab=11, width=6, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.head = torch.nn.Linear(width, vocab)
+
+    def forward(self, ids):
+        hidden = torch.tanh(self.embed(ids).cumsum(1))  # [N, L, W], each position sees its prefix
+        return SimpleNamespace(logits=self.head(hidden))
+
+
+def test_gradient_identities_hold_through_a_network():
+    model = TinyLM().double()
+    prompt = torch.tensor([1, 2, 3])
+    tokens = torch.tensor([[4, 5, 6, 7], [8, 9, 10, 0]])
+    samples = [Samples(prompt, tokens, torch.ones(2, 4))]
+    with torch.no_grad():
+        ref = TinyLM(seed=5).double()(torch.cat([prompt.expand(2, -1), tokens], 1)).logits[:, 2:-1]
+    out = estimators.gradient_comparison(model, samples, [ref])
+    assert out['k1']['norm'] < 1e-12 * out['norms']['reverse KL']
+    assert out['k2']['error reverse'] < 1e-10 and out['k3+']['error reverse'] < 1e-10
+    assert out['k3']['error forward'] < 1e-10
+    assert out['k3']['error reverse'] > 0.01  # far apart, forward and reverse differ
+    assert all(p.requires_grad for p in model.parameters())  # the flags are restored as they were
+    model.requires_grad_(False)
+    estimators.gradient_comparison(model, samples, [ref], kinds=('k2',))
+    assert not any(p.requires_grad for p in model.parameters())
+
+
+def _record(name, kl, k2_mean, k1_std=40.0, k3_std=1.5, k3_error=0.05):
+    grads = {kind: {'norm': 1.0, 'error reverse': 1e-4, 'error forward': 0.3, 'cos reverse': 1.0,
+                    'cos forward': 0.9} for kind in ('k2', 'k3+')}
+    grads['k1'] = {'norm': 1e-9, 'error reverse': 1.0, 'error forward': 1.0, 'cos reverse': 0.0, 'cos forward': 0.0}
+    grads['k3'] = {'norm': 1.0, 'error reverse': k3_error, 'error forward': 1e-4, 'cos reverse': 0.9,
+                   'cos forward': 1.0}
+    grads.update(norms={'reverse KL': 1.0, 'forward KL': 1.0}, kl_mean=kl)
+    return {'name': name, 'kl_mean': kl, 'kl_median': kl / 2,
+            'pooled': {'k1': (1.0, k1_std), 'k2': (k2_mean, 2.0), 'k3': (1.0, k3_std)},
+            'median_std_ratio': {'k1': k1_std, 'k2': 2.0, 'k3': k3_std}, 'k1_negative': 0.5, 'gradients': grads}
+
+
+def _study(*records):
+    return SimpleNamespace(pairs=list(records), step={'lr': 1e-6}, parameters=1000)
+
+
+def test_findings_read_the_direction_of_k2s_bias_from_the_records():
+    study = _study(_record('next checkpoint', 1e-4, 1.001), _record('far', 0.8, 0.7, k1_std=1.0, k3_std=50))
+    text = estimator_text.estimator_findings(study)
+    assert 'above the KL for next checkpoint, below it for far' in text
+    assert 'here it reverses' in text
+    assert '10 times below the 0.001' in text
+    study = _study(_record('next checkpoint', 1e-3, 1.001), _record('far', 0.8, 1.7, k1_std=2.0, k3_std=1.5))
+    text = estimator_text.estimator_findings(study)
+    assert 'below it for no pair' in text and 'k3 keeps its advantage' in text
+
+
+def test_the_gradient_finding_applies_the_identity_tolerance():
+    good = _study(_record('a', 1e-3, 1.0))
+    assert 'k2 gives the reverse-KL gradient' in estimator_text.gradient_finding(good)
+    bad = _record('a', 1e-3, 1.0)
+    bad['gradients']['k2']['error reverse'] = 2 * estimator_text.IDENTITY_TOLERANCE
+    assert 'k2 does not give' in estimator_text.gradient_finding(_study(bad))
+
+
+def test_book_rows_are_read_from_the_books_lines():
+    rows = estimator_text.book_moment_rows()
+    assert [row['kl'] for row in rows] == [0.001, 0.0343, 0.3247, 1.0841]
+    assert rows[0]['k1'] == (1.0, 44.84) and rows[-1]['k2'] == (2.041, 3.23)
+    grads = estimator_text.book_gradient_rows()
+    assert grads[0] == {'kl': 0.0022, 'k2': 0.0, 'k3': 0.034, 'k3+': 0.0}
+
+
+@pytest.mark.slow
+def test_on_the_real_model_the_float32_moments_and_gradients_agree_with_float64(smollm2):
+    from agentrl.pretrained.loader import trainable_copy
+    from agentrl.pretrained.sampling import chat_ids, next_token_logits
+
+    tok = smollm2.tokenizer
+    prompt = chat_ids(tok, 'Write a Python function that returns the sum of a list.')
+    other = chat_ids(tok, 'Write a Python function that returns the sum of a list.', 'You are a concise assistant.')
+    tokens = torch.tensor([tok('```python\ndef total(xs):\n    return sum(xs)')['input_ids']])
+    samples = [Samples(prompt, tokens, torch.ones(tokens.shape))]
+    z32 = next_token_logits(smollm2.model, prompt, tokens)
+    ref32 = next_token_logits(smollm2.model, other, tokens)
+    m32 = estimator_moments_rows(z32[0].log_softmax(-1).float(), ref32[0].log_softmax(-1).float())
+    m64 = estimator_moments_rows(z32[0].double().log_softmax(-1), ref32[0].double().log_softmax(-1))
+    assert torch.allclose(m32['kl'], m64['kl'], rtol=1e-3, atol=1e-7)
+    double = trainable_copy(smollm2.model).double().requires_grad_(False)
+    ref64 = next_token_logits(double, other, tokens)
+    exact = estimators.gradient_comparison(double, samples, [ref64])
+    rounded = estimators.gradient_comparison(smollm2.model, samples, [ref32])
+    assert exact['k2']['error reverse'] < 1e-9 and exact['k3']['error forward'] < 1e-9
+    # float32's rounding stays well inside the tolerance the notebook's sentences use
+    assert rounded['k2']['error reverse'] < estimator_text.IDENTITY_TOLERANCE / 3
+    assert rounded['k3']['error reverse'] == pytest.approx(exact['k3']['error reverse'], rel=0.05)
