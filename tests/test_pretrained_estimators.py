@@ -108,7 +108,9 @@ def _record(name, kl, k2_mean, k1_std=40.0, k3_std=1.5, k3_error=0.05):
     grads.update(norms={'reverse KL': 1.0, 'forward KL': 1.0}, kl_mean=kl)
     return {'name': name, 'kl_mean': kl, 'kl_median': kl / 2,
             'pooled': {'k1': (1.0, k1_std), 'k2': (k2_mean, 2.0), 'k3': (1.0, k3_std)},
-            'median_std_ratio': {'k1': k1_std, 'k2': 2.0, 'k3': k3_std}, 'k1_negative': 0.5, 'gradients': grads}
+            'median_std_ratio': {'k1': k1_std, 'k2': 2.0, 'k3': k3_std}, 'k1_negative': 0.5, 'gradients': grads,
+            'sequences': {'sequences': 16, 'estimators': {'k1': (1.0, k1_std / 10), 'k3': (1.0, k3_std / 10),
+                                                          'path_kl': (1.0, 0.4)}}}
 
 
 def _study(*records):
@@ -165,3 +167,68 @@ def test_on_the_real_model_the_float32_moments_and_gradients_agree_with_float64(
     # float32's rounding stays well inside the tolerance the notebook's sentences use
     assert rounded['k2']['error reverse'] < estimator_text.IDENTITY_TOLERANCE / 3
     assert rounded['k3']['error reverse'] == pytest.approx(exact['k3']['error reverse'], rel=0.05)
+
+
+def _claims_inputs(k2_far=0.7, kl_step=5e-5, raised=49_151, never_after=0.2):
+    from agentrl.pretrained import claims  # noqa: F401  (imported by the tests below)
+
+    estimates = _study(_record('next checkpoint', kl_step, 1.01, k1_std=200, k3_std=6),
+                       _record('far', 0.8, k2_far, k1_std=1.0, k3_std=130, k3_error=5.0))
+    case = SimpleNamespace(relative_error=0.026, lr=1e-5, predicted=-0.01, actual=-0.011, ideal_predicted=-1e-6)
+    steps = SimpleNamespace(cases=[case])
+    positions = 50
+    ref = SimpleNamespace(per_position={'never_emitted': [0.07 + 0.01 * (i % 3) for i in range(positions)]},
+                          mean=lambda metric: 0.08)
+    alone = SimpleNamespace(per_position={'never_emitted': [never_after + 0.01 * (i % 3) for i in range(positions)]},
+                            mean=lambda metric: never_after)
+    bonuses = SimpleNamespace(typical={'raised': raised}, vocab_size=49_152, steps=3,
+                              variant=lambda name: alone, reference=ref)
+    return estimates, steps, bonuses
+
+
+def test_claim_rows_apply_each_rows_rule_to_the_records():
+    from agentrl.pretrained import claims
+
+    def verdicts(**changes):
+        rows = claims.claim_rows(*_claims_inputs(**changes))
+        return lambda start: next(row['verdict'] for row in rows if row['statement'].startswith(start))
+
+    verdict = verdicts()
+    assert verdict('k2 overestimates') == claims.FAILS
+    assert verdict('the per-token KL between adjacent') == claims.FAILS
+    assert verdict('near the reference one k1') == claims.HOLDS
+    assert verdict('the first-order rule') == claims.FAILS
+    assert verdict('the tokens it raises') == claims.HOLDS
+    verdict = verdicts(k2_far=1.5, kl_step=1e-3, raised=30_000, never_after=0.07)
+    assert verdict('k2 overestimates') == claims.HOLDS
+    assert verdict('the per-token KL between adjacent') == claims.HOLDS
+    assert verdict('the entropy bonus raises') == claims.FAILS
+    assert verdict('the tokens it raises') == claims.FAILS
+
+
+def test_the_claims_table_is_one_markdown_row_per_claim_without_stray_pipes():
+    from agentrl.pretrained import claims
+
+    rows = claims.claim_rows(*_claims_inputs())
+    lines = claims.markdown(rows)
+    table = [line for line in lines if line.startswith('| 10.')]
+    assert len(table) == len(rows)
+    assert all(line.count('|') == 7 for line in table)
+
+
+def test_the_report_writes_the_recorded_claims_between_the_readmes_markers(tmp_path):
+    from agentrl.pretrained import claims
+    from machinery import report
+
+    page = tmp_path / 'README.md'
+    page.write_text(f'intro\n{claims.BEGIN}\nold\n{claims.END}\nrest\n', encoding='utf-8')
+    rows = claims.claim_rows(*_claims_inputs())
+    recorded = SimpleNamespace(get=lambda notebook, key: rows if (notebook, key) == ('14_real_model', 'real_claims')
+                               else None)
+    report.write_real_model_claims(page, recorded)
+    text = page.read_text(encoding='utf-8')
+    assert 'old' not in text and text.startswith('intro\n') and text.endswith('rest\n')
+    assert text.count('| 10.') == len(rows)
+    page.write_text('no markers\n', encoding='utf-8')
+    with pytest.raises(ValueError, match='lacks the markers'):
+        report.write_real_model_claims(page, recorded)

@@ -128,7 +128,7 @@ def estimator_findings(study, checkpoint='next checkpoint'):
         f'without measuring it. The pairs span KL {min(kls):.1e} to {max(kls):.2f}.',
         f'**Means.** {"k1 and k3 are unbiased at every pair" if unbiased else "k1 or k3 is off 1.000 somewhere"} '
         f'(mean/KL prints 1.000), as the algebra says. k2 is biased, but not always upwards: above the KL for '
-        f'{", ".join(over) or "no pair"}, below it for {", ".join(under) or "no pair"} (mean/KL '
+        f'{and_join(over) if over else "no pair"}, below it for {and_join(under) if under else "no pair"} (mean/KL '
         f'{min(k2_bias):.3f} to {max(k2_bias):.3f}). The book\'s "k2 overestimates, more with distance" is a fact of '
         f'its 50-outcome example, not of every pair of real distributions.',
         f'**Spread near the reference.** At the adjacent-checkpoint pair one k1 draw scatters {k1_small:.0f} times '

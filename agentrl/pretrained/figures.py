@@ -29,6 +29,6 @@ def estimator_figure(study):
     error.set(xscale='log', yscale='log', xlabel='per-token KL', ylabel='error vs reverse-KL gradient',
               title='Does the loss push the right way?')
     bias.legend(fontsize=7)
-    spread.legend(fontsize=7, title='dots: SmolLM2, dashes: book', title_fontsize=7)
+    spread.legend(fontsize=7, title='dots: SmolLM2, dashes: book', title_fontsize=7, loc='lower left')
     error.legend(fontsize=7, title='zero errors drawn at 1e-5', title_fontsize=7)
     return fig
