@@ -32,7 +32,10 @@ def pytest_collection_modifyitems(config, items):
                                                     'committed outputs (the line starting "arithmetic:" says which)'))
 
 
-def pytest_terminal_summary(terminalreporter):
+def pytest_terminal_summary(terminalreporter, config):
+    if 'not slow' in (config.getoption('markexpr') or ''):
+        terminalreporter.write_line('smollm2: the tests that load SmolLM2-135M-Instruct are marked slow and were left '
+                                    'out (loading it takes about 15 s); make test runs them')
     if _mismatch and _mismatch[0]:
         terminalreporter.write_line(f'arithmetic: the snapshot tests were skipped because {_mismatch[0]}')
 

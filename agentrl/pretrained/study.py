@@ -17,6 +17,8 @@ class EstimatorStudy:
     gradient_positions: int  # the positions the gradient comparison uses
     pairs: list  # [dict] one per reference, see pair_record
     parameters: int  # the model's parameter count, every one of which the gradients cover
+    positions_record: dict = field(default_factory=dict)  # the sampled replies and each pair's exact values at
+    # every kept position, for a reader who recomputes them with transformers alone (see positions_record)
     seconds: dict = field(default_factory=dict)  # wall time per part, on this machine
 
 
@@ -35,6 +37,27 @@ def pair_record(moments, gradients):
         'numerics': estimators.k3_numerics(moments.sampled_log_ratio32, moments.sampled_log_ratio64),
         'gradients': gradients,
     }
+
+
+def _digits(tensor):
+    return [float(f'{value:.7g}') for value in tensor.tolist()]
+
+
+def per_position(moments):
+    """One pair's exact values at every kept position, in row order, to 7 significant digits."""
+    return {'kl': _digits(moments.kl), **{f'{kind} std': _digits(moments.std[kind]) for kind in ('k1', 'k2', 'k3')},
+            'k2 mean': _digits(moments.mean['k2'])}
+
+
+def positions_record(rollouts, references, values):
+    """What a reader needs to recompute any position without agentrl: each request's system prompt and user turn,
+    the sampled token ids and masks (kept positions are the mask's ones, in row order), how each reference differs
+    from pi, and each pair's per_position values."""
+    return {'requests': [{'system': rollouts.setup.system, 'user': user, 'tokens': s.tokens.tolist(),
+                          'mask': s.mask.long().tolist()} for user, s in zip(rollouts.setup.users, rollouts.samples)],
+            'references': [{'name': r.name, 'stepped': r.stepped, 'system': r.system, 'temperature': r.temperature}
+                           for r in references],
+            'values': values}
 
 
 def gradient_samples(rollouts, rows):
@@ -58,7 +81,7 @@ def run_estimator_study(pretrained, setup=pairs.Setup(), references=pairs.REFERE
     start = time.perf_counter()
     policy = pairs.policy_logits(pretrained, rollouts)
     grad_samples = gradient_samples(rollouts, gradient_rows)
-    records, clock['moments'], clock['gradients'] = [], 0.0, 0.0
+    records, values, clock['moments'], clock['gradients'] = [], {}, 0.0, 0.0
     for reference in references:
         ref = pairs.reference_logits(pretrained, rollouts, reference, stepped)
         moments = estimators.pair_moments(reference.name, policy, ref, rollouts.samples)
@@ -67,7 +90,9 @@ def run_estimator_study(pretrained, setup=pairs.Setup(), references=pairs.REFERE
         gradients['kl_mean'] = moments.kl[:int(grad_samples[0].mask.sum())].mean().item()
         clock['gradients'] += time.perf_counter() - middle
         records.append(pair_record(moments, gradients))
+        values[reference.name] = per_position(moments)
         del ref, moments
     clock['moments'] = time.perf_counter() - start - clock['gradients']
     return EstimatorStudy(setup, step_stats, rollouts.positions(), int(grad_samples[0].mask.sum()), records,
-                          sum(p.numel() for p in pretrained.model.parameters()), clock)
+                          sum(p.numel() for p in pretrained.model.parameters()),
+                          positions_record(rollouts, references, values), clock)
