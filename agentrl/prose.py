@@ -13,9 +13,14 @@ def and_join(items):
 def show_wide(notebook, key, lines):
     """Record lines under key as results.show does, and display them as a table (a row per line, cells split at
     ' | ', the plain lines as the text fallback): for blocks in the book's layout wider than 110 columns."""
+    results.record(notebook, key, lines)
+    display_wide(lines)
+
+
+def display_wide(lines):
+    """Display lines as show_wide does, recording nothing: for the book's own lines beside ours."""
     from IPython.display import display  # a notebook's kernel has IPython; the package loads without it
 
-    results.record(notebook, key, lines)
     rows = [line.split(' | ') for line in lines]
     width = max(len(row) for row in rows)
 

@@ -24,13 +24,19 @@ def cache_rebuilds(nb):
             for line in out.get('text', '').splitlines() if REBUILT in line and not line[:1].isspace()]
 
 
+# A code cell tagged so prints what this machine took (seconds, peak memory): the reader who runs the notebook sees
+# it, and the committed notebook keeps the cell without its output, which no two runs would print alike.
+MACHINE_TAG = 'this-machine'
+
+
 def strip_volatile(nb):
-    """Remove run-dependent metadata from an executed notebook, join split stream outputs and drop the cache-dependent
-    warnings from stderr, in place -> nb."""
+    """Remove run-dependent metadata from an executed notebook, join split stream outputs, drop the cache-dependent
+    warnings from stderr and the outputs of MACHINE_TAG cells, in place -> nb."""
     nb.metadata.pop('papermill', None)
     for cell in nb.cells:
         if cell.cell_type == 'code':
-            cell.outputs = drop_cache_dependent_warnings(coalesce_streams(cell.outputs))
+            machine = MACHINE_TAG in cell.metadata.get('tags', [])
+            cell.outputs = [] if machine else drop_cache_dependent_warnings(coalesce_streams(cell.outputs))
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
         if INJECTED_TAG in cell.metadata.get('tags', []):

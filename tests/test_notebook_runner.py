@@ -300,3 +300,18 @@ def test_the_cache_dependent_covariance_warning_is_dropped_from_stderr_and_nothi
     nb = strip_volatile(nbformat.v4.new_notebook(cells=[cell]))
     assert [(o.name, o.text) for o in nb.cells[0].outputs] == [('stderr', 'a real problem\n  and its detail\n'),
                                                                 ('stdout', 'printed\n')]
+
+
+def test_only_the_cells_tagged_as_this_machines_lose_their_outputs():
+    import nbformat
+
+    from machinery.notebook_outputs import MACHINE_TAG
+    from machinery.notebook_runner import strip_volatile
+
+    def printed(tags):
+        return nbformat.v4.new_code_cell('print(1)', metadata={'tags': tags},
+                                         outputs=[nbformat.v4.new_output('stream', name='stdout', text='took 3 s\n')])
+
+    nb = strip_volatile(nbformat.v4.new_notebook(cells=[printed([MACHINE_TAG]), printed([])]))
+    assert nb.cells[0].outputs == [] and nb.cells[0].source == 'print(1)'
+    assert [o.text for o in nb.cells[1].outputs] == ['took 3 s\n']

@@ -7,3 +7,21 @@ def findings(estimates, steps, bonuses):
     return '\n'.join([estimator_text.estimator_findings(estimates),
                       '- **10.6 on a real network.** ' + ' '.join(covariance.sentences(steps)),
                       '- **The entropy bonus on 49,152 tokens.** ' + ' '.join(bonus.sentences(bonuses))])
+
+
+def summary(claim_rows):
+    """The closing bullets: how many of the chapter's statements carry over to SmolLM2, and which do not."""
+    from agentrl.pretrained.claims import HOLDS
+
+    held = [row for row in claim_rows if row['verdict'] == HOLDS]
+    failed = [row for row in claim_rows if row['verdict'] != HOLDS]
+    lines = [f'* Of the chapter\'s {len(claim_rows)} statements about distributions judged here, {len(held)} carry over '
+             f'to a real 135M-parameter language model and {len(failed)} do not, each by the rule in its row.']
+    if failed:
+        lines.append('* Those that do not: ' + '; '.join(f'{row["statement"]} ({row["section"]}: {row["ours"]})'
+                                                       for row in failed) + '.')
+    identities = [row for row in claim_rows if row['section'] == '10.3']
+    if identities and all(row['verdict'] == HOLDS for row in identities):
+        lines.append('* The 10.3 statements hold through all of the network\'s parameters, as their algebra promises: '
+                     'they depend on neither the vocabulary nor the model.')
+    return '\n'.join(lines)
