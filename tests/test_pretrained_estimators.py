@@ -171,7 +171,7 @@ def test_on_the_real_model_the_float32_moments_and_gradients_agree_with_float64(
         (ours['kl'] - truth['kl']).abs() / truth['kl']).max()
     exact = estimators.gradient_comparison(double, samples, [ref64])
     rounded = estimators.gradient_comparison(smollm2.model, samples, [ref32])
-    # transformers keeps RMSNorm's variance and the rotary angles in float32 even in a float64 model, so the float64
+    # transformers keeps RMSNorm's variance and the attention softmax in float32 even in a float64 model, so the float64
     # identities hold to a few float32 epsilons (1.2e-7), not to float64's
     assert exact['k2']['error reverse'] < 1e-6 and exact['k3']['error forward'] < 1e-6
     # float32's rounding stays well inside the tolerance the notebook's sentences use
