@@ -167,7 +167,9 @@ def test_the_table_from_hand_made_records():
                                      'entropy', 'KL to ref', 'parses']
     assert lines[2].split(' | ')[1].strip() == '0.0160' and lines[2].endswith('2/4')
     assert lines[3].startswith('bonus            |         0.0760') and lines[3].endswith('0/4')
-    assert b.example_lines(_run())[0] == 'reference: reference says\\nhi'
+    shown = b.example_markdown(_run())
+    assert shown.startswith('**reference** (') and '~~~text\nreference says\nhi\n~~~' in shown
+    assert shown.count('~~~text') == 1 + len(_run().variants)
 
 
 def test_the_sentences_from_hand_made_records():

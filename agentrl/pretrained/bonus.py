@@ -339,14 +339,17 @@ def table_lines(run):
     return lines
 
 
-def example_lines(run, n=1, width=160):
-    """The first n replies of every model, one line each, cut at width characters."""
-    lines = []
+def example_markdown(run, n=1, max_lines=8):
+    """The first n replies of every model as Markdown: a heading line per model (whether its code parses), then the
+    reply verbatim in a ~~~ block (replies hold ``` fences of their own), cut after max_lines lines."""
+    parts = []
     for v in [run.reference] + run.variants:
-        for text in v.texts[:n]:
-            flat = text.replace('\n', '\\n')
-            lines.append(f'{v.name}: {flat[:width]}{"..." if len(flat) > width else ""}')
-    return lines
+        for text, parsed in list(zip(v.texts, v.parsed))[:n]:
+            lines = text.splitlines() or ['']
+            shown = '\n'.join(lines[:max_lines]) + ('\n…' if len(lines) > max_lines else '')
+            parts.append(f'**{v.name}** ({"its code parses" if parsed else "no closed code block that parses"}):\n\n'
+                         f'~~~text\n{shown}\n~~~')
+    return '\n\n'.join(parts)
 
 
 def _pct(x):
