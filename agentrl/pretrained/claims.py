@@ -86,10 +86,10 @@ def claim_rows(estimates, steps, bonuses, checkpoint='next checkpoint'):
     ]
 
 
-def markdown(rows):
-    """The rows as a Markdown table, with a line that says how to read it."""
+def markdown(rows, seed=0):
+    """The rows as a Markdown table, with a line that says how to read it (and which seed measured them)."""
     lines = ['Each of the chapter\'s statements about distributions, measured exactly on SmolLM2-135M-Instruct '
-             '(notebook 14, seed 0), beside the book\'s number; a statement **carries over** when it meets the rule '
+             f'(notebook 14, seed {seed}), beside the book\'s number; a statement **carries over** when it meets the rule '
              'in its row.', '',
              '| section | the chapter says | book | SmolLM2 | verdict | rule |', '|---|---|---|---|---|---|']
     for row in rows:
