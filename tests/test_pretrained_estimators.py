@@ -242,3 +242,13 @@ def test_the_report_writes_the_recorded_claims_between_the_readmes_markers(tmp_p
     page.write_text('no markers\n', encoding='utf-8')
     with pytest.raises(ValueError, match='lacks the markers'):
         report.write_real_model_claims(page, recorded)
+
+
+def test_sequence_spreads_inside_the_noise_of_sixteen_replies_are_ties():
+    assert estimator_text.spreads_tie(0.81, 0.54, 16)  # ratio 1.5 < exp(2 / sqrt(15)) = 1.68
+    assert not estimator_text.spreads_tie(1.75, 0.71, 16)
+    near, far = _record('near', 1e-3, 1.0), _record('far', 0.5, 1.0)
+    near['sequences']['estimators'].update(k1=(1.0, 1.75), k3=(1.0, 0.71))
+    far['sequences']['estimators'].update(k1=(1.0, 0.26), k3=(1.0, 0.42))
+    text = estimator_text.sequence_finding(_study(near, far))
+    assert 'k3 has the smaller spread at near' in text and 'the two tie at far' in text and 'k1 has it' not in text

@@ -1,5 +1,6 @@
 """Tables and sentences for notebook 14's estimator sections, rendered from an EstimatorStudy's records and the
 book's printed lines (data/book): nothing here is typed in."""
+import math
 import re
 
 from agentrl import chapter
@@ -169,17 +170,27 @@ def gradient_finding(study):
             f'gives {near[ "k3"]:.3f} at KL {near["kl"]}.')
 
 
+def spreads_tie(a, b, n):
+    """Whether two spreads measured on the same n sequences are inside each other's noise: a sample std's relative
+    standard error is about 1 / sqrt(2 (n - 1)), so a ratio within exp(2 sqrt(2) of that) = exp(2 / sqrt(n - 1)) is a
+    tie (two standard errors of the log-ratio, treating the two as independent)."""
+    return abs(math.log(a / b)) <= 2 / math.sqrt(n - 1)
+
+
 def sequence_finding(study):
-    """One bullet on whole sampled sequences, from the per-sequence records."""
+    """One bullet on whole sampled sequences, from the per-sequence records; spreads inside the noise are ties."""
     rows = sorted(study.pairs, key=lambda p: p['kl_mean'])
-    quieter = [p['name'] for p in rows
-               if p['sequences']['estimators']['k3'][1] < p['sequences']['estimators']['k1'][1]]
-    louder = [p['name'] for p in rows if p['name'] not in quieter]
+    n = rows[0]['sequences']['sequences']
+    groups = {'k3': [], 'k1': [], 'tie': []}
+    for p in rows:
+        k1, k3 = p['sequences']['estimators']['k1'][1], p['sequences']['estimators']['k3'][1]
+        groups['tie' if spreads_tie(k1, k3, n) else 'k3' if k3 < k1 else 'k1'].append(p['name'])
     spans = {name: (min(p['sequences']['estimators'][name][1] for p in rows),
                     max(p['sequences']['estimators'][name][1] for p in rows)) for name in ('k1', 'k3', 'path_kl')}
-    n = rows[0]['sequences']['sequences']
-    said = [f'k3 has the smaller spread at {and_join(quieter)}' if quieter else '',
-            f'k1 has it at {and_join(louder)}' if louder else '']
+    said = [f'k3 has the smaller spread at {and_join(groups["k3"])}' if groups['k3'] else '',
+            f'k1 has it at {and_join(groups["k1"])}' if groups['k1'] else '',
+            f'the two tie at {and_join(groups["tie"])} (a ratio under {math.exp(2 / math.sqrt(n - 1)):.2f}, inside '
+            f'the noise of {n} replies)' if groups['tie'] else '']
     return (f'**Whole sequences.** Summed along a reply, ' + '; '.join(part for part in said if part) +
             f' (std over {n} replies / sequence KL: k1 {spans["k1"][0]:.2f} to {spans["k1"][1]:.1f}, k3 '
             f'{spans["k3"][0]:.2f} to {spans["k3"][1]:.1f}). Even the exact path KL, with no token noise at all, '
