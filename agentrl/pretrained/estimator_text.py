@@ -192,7 +192,7 @@ def sequence_finding(study):
             f'the two tie at {and_join(groups["tie"])} (a ratio under {math.exp(2 / math.sqrt(n - 1)):.2f}, inside '
             f'the noise of {n} replies)' if groups['tie'] else '']
     return (f'**Whole sequences.** Summed along a reply, ' + '; '.join(part for part in said if part) +
-            f' (std over {n} replies / sequence KL: k1 {spans["k1"][0]:.2f} to {spans["k1"][1]:.1f}, k3 '
-            f'{spans["k3"][0]:.2f} to {spans["k3"][1]:.1f}). Even the exact path KL, with no token noise at all, '
+            f'. Their std over the {n} replies, relative to the sequence KL, is {spans["k1"][0]:.2f} to '
+            f'{spans["k1"][1]:.1f} for k1 and {spans["k3"][0]:.2f} to {spans["k3"][1]:.1f} for k3. Even the exact path KL, with no token noise at all, '
             f'spreads {spans["path_kl"][0]:.2f} to {spans["path_kl"][1]:.2f} times its mean: much of a sequence '
             f'estimate\'s spread is which reply was sampled, which no choice of estimator removes.')
