@@ -167,7 +167,7 @@ def gradient_finding(study):
             f'{"follows" if k3p_rev else "does not follow"} reverse, at every pair (relative error under '
             f'{IDENTITY_TOLERANCE}). k3\'s error against the reverse-KL gradient grows from {errors[0][1]:.3f} at KL '
             f'{errors[0][0]:.1e} to {errors[-1][1]:.2f} at KL {errors[-1][0]:.2f}; the book\'s 6-outcome example '
-            f'gives {near[ "k3"]:.3f} at KL {near["kl"]}.')
+            f'gives {near["k3"]:.3f} at KL {near["kl"]}.')
 
 
 def spreads_tie(a, b, n):

@@ -9,6 +9,7 @@ import torch
 
 from agentrl.core.exact import estimator_moments_rows
 from agentrl.core.kl import KL_KINDS, kl_estimate, kl_penalty
+from agentrl.core.logprobs import selected_log_probs
 from agentrl.cpu import fixed_threads
 from agentrl.pretrained.loader import MODEL_THREADS
 from agentrl.pretrained.sampling import next_token_logits
@@ -60,7 +61,7 @@ def pair_moments(name, policy_logits, ref_logits, samples):
         parts['kl'].append(rows['kl'])
         parts['k1<0'].append(rows['k1<0'])
         picked = s.tokens[..., None]
-        l32 = (torch.log_softmax(z_ref, -1).gather(-1, picked) - torch.log_softmax(z, -1).gather(-1, picked))[..., 0]
+        l32 = selected_log_probs(z_ref, s.tokens) - selected_log_probs(z, s.tokens)  # [n, T], as a trainer has it
         l64 = (ref64.gather(-1, picked) - logp64.gather(-1, picked))[..., 0]  # [n, T]
         parts['l32'].append(_rows(l32, s.mask))
         parts['l64'].append(_rows(l64, s.mask))

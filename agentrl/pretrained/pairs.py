@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
+from agentrl.core.logprobs import selected_log_probs
 from agentrl.cpu import fixed_threads
 from agentrl.pretrained.bonus import parses
 from agentrl.pretrained.loader import MODEL_THREADS, trainable_copy
@@ -88,8 +89,7 @@ def one_step(pretrained, rollouts, step=Step()):
         for s in rollouts.samples:  # one backward per request, so that only one request's graph is alive
             reward = torch.tensor([parses(t) for t in s.texts(pretrained.tokenizer)])  # [n]
             advantage = (reward - reward.mean()) / (reward.std() + 1e-6)  # [n]
-            logp = torch.log_softmax(next_token_logits(model, s.prompt, s.tokens, grad=True), -1)  # [n, T, V]
-            chosen = logp.gather(-1, s.tokens[..., None])[..., 0]  # [n, T]
+            chosen = selected_log_probs(next_token_logits(model, s.prompt, s.tokens, grad=True), s.tokens)  # [n, T]
             (-(advantage[:, None] * chosen * s.mask).sum() / tokens).backward()
             rewards.append(reward)
         norm = torch.nn.utils.clip_grad_norm_(model.parameters(), step.max_grad_norm)
