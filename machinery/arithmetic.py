@@ -12,6 +12,11 @@ execution with them digit for digit run only where this machine's digest is the 
 
 Run it as make does (the pin in the environment, or agentrl imported before torch, which this module does).
 
+AGENTRL_ARITHMETIC_REFERENCE=FILE names another recorded probe to stand for the committed outputs' arithmetic in the
+tests (a path, relative to the repository or absolute): with data/arithmetic/portable-amd-epyc.txt, a machine whose
+probe matches the outputs takes the path of one that does not, so the tests a differing machine runs can be run and
+judged where every machine at hand computes the committed bits.
+
 The rows named 'SmolLM2 ...' are the pretrained model's operations at its shapes (on random inputs; the model itself
 is not loaded). They were recorded on this project's AMD EPYC under both arithmetics; no Intel machine has probed them
 yet, so whether the portable arithmetic gives an Intel CPU the same bits at these wider shapes is still to be seen.
@@ -35,6 +40,7 @@ import torch  # noqa: E402
 
 REFERENCES = REPO / 'data' / 'arithmetic'  # recorded probes, one file each
 OUTPUTS = REFERENCES / 'outputs.txt'  # the probe of the machine and arithmetic the committed outputs came from
+REFERENCE_VARIABLE = 'AGENTRL_ARITHMETIC_REFERENCE'  # another recorded probe to hold this machine's to, in the tests
 TOKENS, WIDTH, HIDDEN, VOCAB, HEADS = 1920, 64, 256, 316, 4  # a TinyAgent update's rows and widths
 # SmolLM2-135M-Instruct's widths (agentrl/pretrained/): 576 wide, 9 query heads over 3 key-value heads of 64, an MLP
 # of 1536, 49,152 tokens; rotary embeddings with theta 100,000 and RMSNorm with epsilon 1e-5. The pretrained model's
@@ -80,18 +86,39 @@ def probe_in_fresh_process(env=None):
     return rows, about
 
 
-def outputs_mismatch():
+def outputs_reference():
+    """The recorded probe the tests hold this machine's to: OUTPUTS, or the file AGENTRL_ARITHMETIC_REFERENCE names
+    (relative to the repository, or absolute); a name that is not a file is refused rather than read as a match."""
+    named = os.environ.get(REFERENCE_VARIABLE)
+    if not named:
+        return OUTPUTS
+    path = Path(named) if Path(named).is_absolute() else REPO / named
+    if not path.is_file():
+        raise FileNotFoundError(f'{REFERENCE_VARIABLE}={named}: no such recorded probe (the files in '
+                                f'{REFERENCES.relative_to(REPO)}/ are ones)')
+    return path
+
+
+def outputs_mismatch(reference=None):
     """None if this machine computes the committed outputs' arithmetic, else one sentence naming the rows that
-    differ (what the snapshot tests print when they skip)."""
-    reference, recorded = read(OUTPUTS)
+    differ (what the tests print in place of the snapshot tests). reference: a recorded probe standing for the
+    outputs' one (default outputs_reference())."""
+    reference = outputs_reference() if reference is None else Path(reference)
+    rows_there, recorded = read(reference)
     rows, about = probe_in_fresh_process()
-    changed = differing(rows, reference)
+    changed = differing(rows, rows_there)
     if not changed:
         return None
     shown = ', '.join(changed[:6]) + (f' and {len(changed) - 6} more' if len(changed) > 6 else '')
-    return (f'this machine ({about.get("cpu")}, arithmetic {about.get("arithmetic")}) computes other bits than the '
-            f'committed outputs ({recorded.get("arithmetic")}): {len(changed)} of {len(reference)} probe rows differ '
-            f'({shown}), so comparing digits would fail for that reason alone')
+    if reference == OUTPUTS:
+        what = f'the committed outputs ({recorded.get("arithmetic")})'
+    else:
+        where = reference.relative_to(REPO) if reference.is_relative_to(REPO) else reference
+        what = (f'{where} ({recorded.get("cpu", "no cpu recorded")}, {recorded.get("arithmetic")}), which '
+                f'{REFERENCE_VARIABLE} names in place of the committed outputs\' record')
+    return (f'this machine ({about.get("cpu")}, arithmetic {about.get("arithmetic")}) computes other bits than '
+            f'{what}: {len(changed)} of {len(rows_there)} probe rows differ ({shown}), so comparing digits would '
+            f'fail for that reason alone')
 
 
 def fingerprint(value):

@@ -8,36 +8,92 @@ from machinery.notebook_runner import environment
 
 
 def pytest_configure(config):
-    """The marker of the snapshot tests (MAINTAINING.md, "The tests, layer by layer"); `slow` is declared in
-    pyproject.toml."""
+    """The markers of the snapshot and verdict tests (MAINTAINING.md, "The tests, layer by layer", and "Same numbers
+    on every machine"); `slow` is declared in pyproject.toml."""
     config.addinivalue_line('markers', 'snapshot: compares a fresh run with the committed outputs, results or figures, '
-                                       'bit for bit (always also slow); skipped on a machine whose arithmetic differs')
+                                       'bit for bit (always also slow); skipped on a machine whose arithmetic differs, '
+                                       'where the verdict tests judge the fresh runs in its place')
+    config.addinivalue_line('markers', 'verdict: holds a fresh run to what the committed one printed and decided, on '
+                                       'every machine: the exact notebooks\' printed lines, every verdict the training '
+                                       'notebooks record except those labelled tied or fragile (always also slow)')
 
 
 _mismatch = []  # the arithmetic check's sentence, once per session (None: this machine computes the outputs' bits)
+_skipped = []  # the snapshot tests skipped for it
+# What the verdict tests checked, one dict per test (kind 'lines' or 'verdicts', notebook, counts, the exempt ones):
+# the terminal summary says it, so that a run whose snapshots were skipped says what was judged in their place.
+VERDICT_RECORD = []
 
 
 def pytest_collection_modifyitems(config, items):
     """Skip the snapshot tests where this machine computes other bits than the committed outputs: there they would
-    fail on the last digit whatever the code does. Every other test, the verdict tests included, still runs."""
-    snapshots = [item for item in items if item.get_closest_marker('snapshot')]
-    if not snapshots:
+    fail on the last digit whatever the code does. The verdict tests run everywhere: where the bits differ they are
+    what judges a fresh run (they execute the same notebooks the snapshot tests would, once each)."""
+    if not any(item.get_closest_marker('snapshot') or item.get_closest_marker('verdict') for item in items):
         return
     from machinery.arithmetic import outputs_mismatch
 
     _mismatch.append(outputs_mismatch())
-    if _mismatch[0]:
-        for item in snapshots:
-            item.add_marker(pytest.mark.skip(reason='a snapshot test, and this machine computes other bits than the '
-                                                    'committed outputs (the line starting "arithmetic:" says which)'))
+    _skipped.extend(skip_snapshots(items, _mismatch[0]))
+
+
+def skip_snapshots(items, mismatch):
+    """Mark the snapshot tests among items skipped if mismatch (the arithmetic check's sentence) says this machine
+    computes other bits; -> the items skipped. A verdict test is never skipped here."""
+    if not mismatch:
+        return []
+    snapshots = [item for item in items if item.get_closest_marker('snapshot')]
+    for item in snapshots:
+        item.add_marker(pytest.mark.skip(reason='a snapshot test, and this machine computes other bits than the '
+                                                'committed outputs (the line starting "arithmetic:" says which, and '
+                                                'what the verdict tests checked in its place)'))
+    return snapshots
+
+
+def verdict_summary(record):
+    """The lines saying what the verdict tests checked (record: VERDICT_RECORD's dicts)."""
+    lines = [entry for entry in record if entry['kind'] == 'lines']
+    verdicts = [entry for entry in record if entry['kind'] == 'verdicts']
+    said = []
+    if lines:
+        same = sum(entry['checked'] for entry in lines)
+        said.append(f'the lines printed by {len(lines)} exact notebooks ({", ".join(e["notebook"][:2] for e in lines)}'
+                    f'): {same} equal to the committed ones'
+                    + ''.join(f'; {e["notebook"][:2]}: {len(e["moved"])} differ' for e in lines if e['moved']))
+    if verdicts:
+        held = sum(entry['checked'] for entry in verdicts)
+        moved = [f'{where} ({before} -> {after})' for e in verdicts for where, before, after in e['moved']]
+        exempt = [f'{where} ({why})' for e in verdicts for where, why in e['exempt']]
+        silent = [e['notebook'][:2] for e in verdicts if not e['checked'] and not e['exempt'] and not e['moved']]
+        said.append(f'the verdicts recorded by {len(verdicts)} executed notebooks '
+                    f'({", ".join(e["notebook"][:2] for e in verdicts)}): {held} equal to the committed ones'
+                    + (f', {len(moved)} moved: ' + '; '.join(moved) if moved else '')
+                    + (f'; {len(exempt)} exempt (labelled tied or fragile, not compared): ' + '; '.join(exempt)
+                       if exempt else '; none exempt')
+                    + (f'; notebooks recording no verdict, only executed: {", ".join(silent)}' if silent else ''))
+    return said
 
 
 def pytest_terminal_summary(terminalreporter, config):
     if 'not slow' in (config.getoption('markexpr') or ''):
         terminalreporter.write_line('smollm2: the tests that load SmolLM2-135M-Instruct are marked slow and were left '
                                     'out (loading it takes about 15 s); make test runs them')
-    if _mismatch and _mismatch[0]:
-        terminalreporter.write_line(f'arithmetic: the snapshot tests were skipped because {_mismatch[0]}')
+    if not _mismatch:
+        return
+    checked = verdict_summary(VERDICT_RECORD)
+    if _mismatch[0]:
+        terminalreporter.write_line(f'arithmetic: the {len(_skipped)} snapshot tests were skipped because '
+                                    f'{_mismatch[0]}.')
+        if checked:
+            for line in checked:
+                terminalreporter.write_line(f'arithmetic: in their place the verdict tests checked {line}')
+        else:
+            terminalreporter.write_line('arithmetic: and no verdict test ran in their place (deselected), so this '
+                                        'session judged nothing of what the training notebooks say')
+    elif checked:
+        for line in checked:
+            terminalreporter.write_line(f'verdicts: this machine computes the committed bits (the snapshot tests '
+                                        f'compare them); the verdict tests checked {line}')
 
 
 class NotebookRuns:

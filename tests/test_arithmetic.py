@@ -78,6 +78,7 @@ def test_the_outputs_record_names_no_machine():
 
 
 def test_the_snapshot_skip_names_the_rows_that_differ(monkeypatch):
+    monkeypatch.delenv(arithmetic.REFERENCE_VARIABLE, raising=False)
     reference, _ = arithmetic.read(arithmetic.OUTPUTS)
     moved = [(name, 'f' * 16 if name.startswith('torch linear') else value) for name, value in reference]
     monkeypatch.setattr(arithmetic, 'probe_in_fresh_process', lambda env=None: (moved, {'cpu': 'Other CPU',
@@ -88,3 +89,23 @@ def test_the_snapshot_skip_names_the_rows_that_differ(monkeypatch):
     assert 'torch linear: head [1920, 64] -> 316' in sentence
     monkeypatch.setattr(arithmetic, 'probe_in_fresh_process', lambda env=None: (reference, {}))
     assert arithmetic.outputs_mismatch() is None
+
+
+def test_a_named_reference_stands_for_the_outputs_so_a_matching_machine_can_take_the_other_path(monkeypatch):
+    """AGENTRL_ARITHMETIC_REFERENCE names another recorded probe: a machine that computes the outputs' bits then
+    differs from it, and the sentence says which file stood for the outputs and why."""
+    outputs, _ = arithmetic.read(arithmetic.OUTPUTS)
+    monkeypatch.setattr(arithmetic, 'probe_in_fresh_process', lambda env=None: (outputs, {'cpu': 'AMD EPYC',
+                                                                                          'arithmetic': 'pinned'}))
+    monkeypatch.setenv(arithmetic.REFERENCE_VARIABLE, 'data/arithmetic/portable-amd-epyc.txt')
+    assert arithmetic.outputs_reference() == arithmetic.REFERENCES / 'portable-amd-epyc.txt'
+    sentence = arithmetic.outputs_mismatch()
+    assert sentence.startswith('this machine (AMD EPYC, arithmetic pinned) computes other bits than '
+                               'data/arithmetic/portable-amd-epyc.txt (AMD EPYC, portable), which '
+                               'AGENTRL_ARITHMETIC_REFERENCE names in place of the committed outputs\' record: ')
+    assert 'torch linear: head [1920, 64] -> 316' in sentence
+    monkeypatch.setenv(arithmetic.REFERENCE_VARIABLE, str(arithmetic.OUTPUTS))  # absolute, and the outputs' own
+    assert arithmetic.outputs_mismatch() is None
+    monkeypatch.setenv(arithmetic.REFERENCE_VARIABLE, 'data/arithmetic/no-such-probe.txt')
+    with pytest.raises(FileNotFoundError, match='no-such-probe.txt: no such recorded probe'):
+        arithmetic.outputs_reference()
