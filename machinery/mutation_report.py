@@ -304,6 +304,11 @@ def load_hand_results(path=RESULTS):
     return read_data(path).get('hand')
 
 
+def _cell(text):
+    """text as one Markdown table cell: a bare pipe (a slip may say KL(ref || pi)) would end the cell early."""
+    return text.replace('|', '\\|')
+
+
 def hand_lines(hand):
     """The report's section on the hand mutants."""
     lines = ['## Hand-written mutants', '',
@@ -317,6 +322,6 @@ def hand_lines(hand):
               '| file | the slip | verdict | first test that fails |', '|---|---|---|---|']
     for m in hand['mutants']:
         verdict = m['status'] if m['status'] in DETECTED else '**survived**'
-        test = f'`{m["test"]}`' if m['test'] else ''
-        lines.append(f'| `{m["path"]}` | {m["slip"]} | {verdict} | {test} |')
+        test = f'`{_cell(m["test"])}`' if m['test'] else ''
+        lines.append(f'| `{_cell(m["path"])}` | {_cell(m["slip"])} | {verdict} | {test} |')
     return lines + ['']
