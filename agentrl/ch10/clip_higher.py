@@ -16,7 +16,7 @@ import torch
 
 from agentrl import chapter
 from agentrl.ch10 import ties
-from agentrl.ch10.claims import OBSERVATION, seed_rule, seed_rule_counts
+from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, OBSERVATION, TIED, outcome_rule, seed_rule_counts
 from agentrl.ch10.experiments import model_fingerprint
 from agentrl.ch10.regularizers import entropy_bonus
 from agentrl.core.logprobs import entropy_from_logits, selected_log_probs
@@ -150,6 +150,16 @@ def tightest_keeps_most(row_ends):
     return all(row_ends[tightest] > e for c, e in row_ends.items() if c != tightest)
 
 
+def tightest_outcome(row_ends, tol):
+    """The claim on one batch under the tie rule: DOES_NOT_HOLD if another clip ends above the tightest by tol or
+    more, TIED if none does but one is within tol of it, else HOLDS."""
+    tightest = min(row_ends)
+    words = [ties.compare(row_ends[tightest], e, tol) for c, e in row_ends.items() if c != tightest]
+    if ties.LOWER in words:
+        return DOES_NOT_HOLD
+    return TIED if ties.TIED in words else HOLDS
+
+
 def binds_on_rare(rows, rewarded, rare):
     """True when, at each clip that can bind (below 100), rare tokens make up more of the rewarded tokens above the
     clip than of all rewarded tokens. rows: {clip: dict(above, above_rare)}."""
@@ -175,15 +185,18 @@ def book_batch():
 
 
 def claim(measured):
-    """The book's reading judged on the batch seeds -> plain dict for the record (CLAIM_KEY): per-seed outcomes,
-    seed_rule's verdict, the book's ends, our mean ends and the tolerance for means over the seeds."""
+    """The book's reading judged on the batch seeds -> plain dict for the record (CLAIM_KEY): per-seed outcomes under
+    the tie rule (and `held`, each batch's bare check), outcome_rule's verdict, the book's ends, our mean ends and the tolerance for means over the seeds."""
     by_setting = ends(measured)
     held = [tightest_keeps_most({c: by_setting[c][k] for c in SETTINGS}) for k in range(len(measured))]
+    tol = tolerance(measured)
+    outcomes = [tightest_outcome({c: by_setting[c][k] for c in SETTINGS}, tol) for k in range(len(measured))]
     need, most = seed_rule_counts(len(held))
     n = len(measured)
     _, _, book = book_batch()
     return dict(key='clip_higher_tightest', kind=OBSERVATION, text=CLAIM_TEXT, seeds=[m['seed'] for m in measured],
-                held=held, held_on=sum(held), verdict=seed_rule(sum(held), n), holds_from=need, fails_up_to=most,
+                held=held, outcomes=outcomes, held_on=outcomes.count(HOLDS), tied_on=outcomes.count(TIED),
+                verdict=outcome_rule(outcomes), holds_from=need, fails_up_to=most,
                 book_end={f'{c:g}': book[c]['end'] for c in SETTINGS},
                 mean_end={f'{c:g}': sum(v) / n for c, v in by_setting.items()},
                 highest_on={f'{c:g}': sum(max(SETTINGS, key=lambda s: by_setting[s][k]) == c for k in range(n))

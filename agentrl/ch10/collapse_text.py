@@ -5,7 +5,7 @@ quantity over the ten batch seeds, and a gap below it is called a tie.
 """
 from agentrl.ch10 import ties
 from agentrl.ch10.clip_higher import BATCH_SEEDS, SETTINGS, binds_on_rare, change
-from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, SEED_DEPENDENT, seed_rule_text
+from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, SEED_DEPENDENT, TIED, seed_rule_text
 from agentrl.prose import and_join
 
 EPS = r'$\epsilon_{\text{high}}$'
@@ -176,6 +176,30 @@ def reading(rows, n_pos, n_rare, book, claim):
                         loosening(rows, book[2], claim['tolerance_one'], n), claim_note(claim)])
 
 
+HEADLINE = {HOLDS: 'holds', DOES_NOT_HOLD: 'does not hold as stated', TIED: 'is tied: the batches decide nothing',
+            SEED_DEPENDENT: 'is seed-dependent'}
+
+
+def claim_verb(verdict):
+    """The seed rule's word as the end of a sentence: 'holds', 'does not hold', 'is tied', 'is seed-dependent'."""
+    return verdict if verdict in (HOLDS, DOES_NOT_HOLD) else f'is {verdict}'
+
+
+def batch_counts(claim):
+    """'held on 3 of 10 batch seeds (0, 4, 7) and tied on 2 (1, 5)', from the recorded claim's per-batch outcomes."""
+    n = len(claim['seeds'])
+    outcomes = claim.get('outcomes') or [HOLDS if h else DOES_NOT_HOLD for h in claim['held']]
+
+    def on(word):
+        seeds = [str(s) for s, o in zip(claim['seeds'], outcomes) if o == word]
+        return f'({and_join(seeds)})' if seeds else '(none)'
+    said = f'held on {outcomes.count(HOLDS)} of {n} batch seeds {on(HOLDS)}'
+    if TIED in outcomes:
+        said += (f' and was tied on {outcomes.count(TIED)} {on(TIED)}, where another clip ended within the one-batch '
+                 f'tolerance of {claim["tolerance_one"]:.3f}')
+    return said
+
+
 def claim_note(claim):
     """The book's reading judged on the batch seeds, with our reading of the outcome."""
     n, book = len(claim['seeds']), claim['book_end']
@@ -187,9 +211,7 @@ def claim_note(claim):
     edge = claim['held_on'] in (claim['holds_from'], claim['fails_up_to'])
     return (f"**3. The book's reading as a claim.** The book's batch ends with the most entropy at the tightest clip "
             f'({and_join(f"{book[k]:.3f}" for k in keys)} at {EPS} = {and_join(keys)}). Judged like every other claim '
-            f'({seed_rule_text(n)}), it held on {claim["held_on"]} of {n} batch seeds '
-            f'({and_join(str(s) for s, h in zip(claim["seeds"], claim["held"]) if h) if claim["held_on"] else "none"}):'
-            f' it **{claim["verdict"]}**' + (', one batch from the other word' if edge else '') + '. '
+            f'({seed_rule_text(n)}), {batch_counts(claim)}: it **{claim["verdict"]}**' + (', one batch from the other word' if edge else '') + '. '
             f'The setting that ends highest is {and_join(f"{k} on {n_top}" for k, n_top in claim["highest_on"].items())}. '
             f'What the batches do show is the loosest clip ending lowest: {EPS} = {tight} ends above {loose} on '
             f'{claim["tightest_above_loosest_on"]} of {n} batches, and their means over the {n} '
@@ -239,8 +261,8 @@ def findings(checks, claim, measured):
         'change, rewarding a probable token lowers the entropy and rewarding a rare one raises it.',
         f'* **The upper clip binds mostly on rare tokens** on {claim["binds_on_rare_on"]} of {n} batch seeds: the '
         'rewarded tokens that end above it started below probability 0.5 more often than rewarded tokens in general.',
-        f"* **The book's clip-higher reading does not hold as stated.** \"The tightest clip keeps the most entropy\" "
-        f'held on {claim["held_on"]} of {n} batch seeds, so by the seed rule it {claim["verdict"]}. Our reading: '
+        f"* **The book's clip-higher reading {HEADLINE[claim['verdict']]}.** \"The tightest clip keeps the most "
+        f'entropy\" {batch_counts(claim)}, so by the seed rule it {claim_verb(claim["verdict"])}. Our reading: '
         f'{EPS} = 0.2 and 0.28 barely differ (mean ends {claim["mean_end"]["0.2"]:.3f} and '
         f'{claim["mean_end"]["0.28"]:.3f}), so which of them ends highest changes from batch to batch (0.28 on '
         f'{claim["highest_on"]["0.28"]}, 0.2 on {claim["highest_on"]["0.2"]}). What does recur is the loosest clip '
@@ -271,8 +293,8 @@ def summary(checks, claim, identical):
         f'* The upper clip binds mostly on rare rewarded tokens ({claim["binds_on_rare_on"]} of {n} batches), the first '
         f"step of DAPO's argument; the second, that loosening it keeps more entropy, is not seen: {EPS} = 100 ends "
         f'highest on {claim["highest_on"]["100"]} of {n} batches.',
-        f"* The book's reading, that the tightest clip keeps the most entropy, holds on {claim['held_on']} of {n} batches "
-        f'and so {claim["verdict"]} by the seed rule; the tightest ends above the loosest on '
+        f"* The book's reading, that the tightest clip keeps the most entropy, {batch_counts(claim)} "
+        f'and so {claim_verb(claim["verdict"])} by the seed rule; the tightest ends above the loosest on '
         f'{claim["tightest_above_loosest_on"]} of {n}, by a mean gap the tie rule still calls a tie.',
     ])
 
@@ -286,11 +308,13 @@ def report_claims(claim, notebook):
              f'Judged on {n} batch seeds ({", ".join(map(str, claim["seeds"]))}; notebook {notebook[:2]}, '
              f'{seed_rule_text(n)}); the chapter prints batch seed 0.',
              '\n**Observations (the chapter\'s single-seed readings):**\n',
-             f'- {claim["text"]} — **held on {claim["held_on"]}/{n} batch seeds ({claim["verdict"]})**; the book\'s '
+             f'- {claim["text"]} — **held on {claim["held_on"]}/{n} batch seeds'
+             + (f', tied on {claim.get("tied_on", 0)}' if claim.get('tied_on') else '')
+             + f' ({claim["verdict"]})**; the book\'s '
              f'ends {", ".join(f"{v:.3f}" for v in claim["book_end"].values())}, our means over the seeds '
              f'{", ".join(f"{v:.3f}" for v in claim["mean_end"].values())} at clip_high '
              f'{", ".join(claim["mean_end"])}', '']
     verdicts = [claim['verdict']]
-    tied = verdicts.count(SEED_DEPENDENT)
+    split, tied = verdicts.count(SEED_DEPENDENT), verdicts.count(TIED)
     return lines, (f'observations: {verdicts.count(HOLDS)} of 1 hold, {verdicts.count(DOES_NOT_HOLD)} do not'
-                   + (f', {tied} tied (seed-dependent)' if tied else ''))
+                   + (f', {tied} tied' if tied else '') + (f', {split} seed-dependent' if split else ''))

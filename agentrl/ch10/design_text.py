@@ -420,11 +420,19 @@ def _sentence(text):
 
 def _claim(summary, seed0_evidence):
     """One claim's five-seed verdict, with seed 0 named when that draw went the other way."""
-    n, k = len(summary['seeds']), summary['held_on']
-    said = f'{summary["text"]}: true on {k} of {n} seeds, so it {summary["verdict"].replace("seed-dependent", "is seed-dependent")}'
-    seed0 = summary['held'][summary['seeds'].index(0)] if 0 in summary['seeds'] else None
-    if seed0 is not None and seed0 != (summary['verdict'] == claims.HOLDS):
-        said += f' (seed 0, the chapter\'s single draw, went the other way: {seed0_evidence})'
+    n, k, tied = len(summary['seeds']), summary['held_on'], summary.get('tied_on', 0)
+    verb = {claims.SEED_DEPENDENT: 'is seed-dependent', claims.TIED: 'is tied'}.get(summary['verdict'],
+                                                                                   summary['verdict'])
+    said = (f'{summary["text"]}: true on {k} of {n} seeds' + (f' and tied on {tied}' if tied else '')
+            + f', so it {verb}')
+    if 0 in summary['seeds']:
+        i = summary['seeds'].index(0)
+        seed0 = summary['outcomes'][i] if 'outcomes' in summary else (
+            claims.HOLDS if summary['held'][i] else claims.DOES_NOT_HOLD)
+        if seed0 == claims.TIED:
+            said += f' (seed 0, the chapter\'s single draw, is tied: {seed0_evidence})'
+        elif seed0 != summary['verdict'] and summary['verdict'] in (claims.HOLDS, claims.DOES_NOT_HOLD):
+            said += f' (seed 0, the chapter\'s single draw, went the other way: {seed0_evidence})'
     return said
 
 
@@ -434,7 +442,7 @@ def findings(five, runs_by_seed, tols, tiny, embedding_dim, seeds=SEEDS):
     seed0 = runs_by_seed[seeds.index(0)] if 0 in seeds else None
 
     def said(key):
-        evidence = claims.by_key(key).evaluate(seed0)[1] if seed0 is not None else ''
+        evidence = claims.by_key(key).judge(seed0, runs_by_seed)[2] if seed0 is not None else ''
         return _claim(by_key[key], evidence)
 
     per_seed = [comparisons(runs, tols) for runs in runs_by_seed]
@@ -467,11 +475,17 @@ def findings(five, runs_by_seed, tols, tiny, embedding_dim, seeds=SEEDS):
 def verdict_table(draw_verdicts, five):
     """The chapter's readings of the reset: seed 0 as one draw beside the five-seed verdict -> Markdown."""
     by_key = {summary['key']: summary for summary in five}
-    rows = ''.join(f'| {v["text"]} | {"yes" if v["held"] else "no"} | {v["evidence"]} | '
-                   f'{by_key[v["key"]]["held_on"]} of {len(by_key[v["key"]]["seeds"])}: {by_key[v["key"]]["verdict"]} |\n'
-                   for v in draw_verdicts)
+    said = {claims.HOLDS: 'yes', claims.DOES_NOT_HOLD: 'no', claims.TIED: 'tied (inside the one-draw tolerance)'}
+    rows = ''.join(f'| {v["text"]} | {said[claims.outcome_of(v)]} | {v["evidence"]} | '
+                   f'{_five_count(by_key[v["key"]])}: {by_key[v["key"]]["verdict"]} |\n' for v in draw_verdicts)
     return ('| what the chapter reads from the reset | true on seed 0 (one draw)? | measured on seed 0 | '
             'five-seed verdict |\n|---|---|---|---|\n' + rows)
+
+
+def _five_count(summary):
+    """'4 of 5' for a seed-verdict dict, with its tied seeds apart: '3 of 5, 1 tied'."""
+    tied = summary.get('tied_on', 0)
+    return f'{summary["held_on"]} of {len(summary["seeds"])}' + (f', {tied} tied' if tied else '')
 
 
 def summary(five, runs_by_seed, tols, seeds=SEEDS):
@@ -480,7 +494,7 @@ def summary(five, runs_by_seed, tols, seeds=SEEDS):
     by_key = {item['key']: item for item in five}
     problems = {'collapse': 'An early entropy fall', 'kl': 'The KL coefficient\'s scale',
                 'reset': 'A reference reset'}
-    bullets = [f'{title}: ' + '; '.join(f'{by_key[key]["text"]} ({by_key[key]["held_on"]} of {n} seeds, '
+    bullets = [f'{title}: ' + '; '.join(f'{by_key[key]["text"]} ({_five_count(by_key[key])} seeds, '
                                         f'{by_key[key]["verdict"]})' for key in PROBLEM_CLAIMS[name]) + '.'
                for name, title in problems.items()]
     book = comparisons(None, tols)

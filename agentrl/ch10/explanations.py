@@ -207,8 +207,8 @@ def explain(summary, runs_by_seed):
 
 def ablation_sentence(row):
     """What a claim did in the per-turn-cost ablation (agentrl.ch10.turn_cost.judge's row), as a sentence."""
-    return (f'Without the per-turn cost it is true on {row["held_on_without"]} of {row["n"]} seeds '
-            f'({row["without_cost"]}): {row["meaning"]}.')
+    return (f'On {row["n"]} seeds it is true on {row["held_on_with"]} with the per-turn cost ({row["with_cost"]}) '
+            f'and on {row["held_on_without"]} without it ({row["without_cost"]}): {row["meaning"]}.')
 
 
 def explanation_lines(found, ablation=()):

@@ -52,14 +52,16 @@ def evidence(seeds=SEEDS, processes=2, executor=None):
 
 
 def count_words(verdicts):
-    """'5 of 8 hold' for a list of seed verdicts."""
+    """'5 of 8 hold' for a list of seed verdicts ('5 of 8 hold, 1 tied' when some are tied)."""
     held = sum(v['verdict'] == claims.HOLDS for v in verdicts)
-    return f'{held} of {len(verdicts)} hold'
+    tied = sum(v['verdict'] == claims.TIED for v in verdicts)
+    return f'{held} of {len(verdicts)} hold' + (f', {tied} tied' if tied else '')
 
 
 def verdict_phrase(found, v):
     """'true on 2 of 5 seeds' with, for a fragile verdict, the other stream's count."""
-    phrase = f'true on {v["held_on"]} of {len(v["seeds"])} seeds'
+    phrase = f'true on {v["held_on"]} of {len(v["seeds"])} seeds' + (
+        f', tied on {v["tied_on"]}' if v.get('tied_on') else '')
     row = found.stability_row(v['key'])
     if row['label'] == stability.FRAGILE:
         phrase += f'; fragile: {stability.fragile_phrase(row)[len("fragile: "):]}'
@@ -82,11 +84,18 @@ def single_draw_sentence(seed_verdicts, found, seed):
     """How seed `seed`'s own checks (claims.verdicts dicts) compare with the five-seed verdicts of the same claims."""
     by_key = {v['key']: v for v in found.verdicts}
     compared = [v for v in seed_verdicts if v['key'] in by_key]
-    differ = [v for v in compared if bool(v['held']) != (by_key[v['key']]['verdict'] == claims.HOLDS)]
-    head = (f'Seed {seed}, the chapter\'s single run per setting, is one draw: on it {sum(v["held"] for v in compared)} '
-            f'of these {len(compared)} statements come out true')
+    words = {v['key']: claims.outcome_of(v) for v in compared}
+    tied = [v for v in compared if words[v['key']] == claims.TIED]
+    decided = [v for v in compared if words[v['key']] != claims.TIED]
+    differ = [v for v in decided if words[v['key']] != by_key[v['key']]['verdict']]
+    head = (f'Seed {seed}, the chapter\'s single run per setting, is one draw: on it '
+            f'{sum(words[v["key"]] == claims.HOLDS for v in compared)} of these {len(compared)} statements come out '
+            'true')
+    if tied:
+        head += (f', {len(tied)} tied (a gap inside the one-draw tolerance, so this draw decides nothing: '
+                 + and_join(f'*{v["text"]}*' for v in tied) + ')')
     if not differ:
-        return head + ', each as the five-seed verdict has it.'
+        return head + ('; every other one' if tied else ',') + ' as the five-seed verdict has it.'
     return (head + f'; on {len(differ)} it says the opposite of the five-seed verdict ('
             + and_join(f'*{by_key[v["key"]]["text"]}*' for v in differ) + ').')
 
@@ -126,10 +135,14 @@ def comparison_bullets(found, seed_verdicts, seed, readings=None):
         of_kind = [v for v in judged if v['kind'] == kind]
         kinds.append(f'{count_words(of_kind)} of the {label}')
     bullets = [f'**On {n} seeds** ({claims.seed_rule_text(n)}), {and_join(kinds)}.']
-    failing = [v for v in judged if v['verdict'] != claims.HOLDS]
+    failing = [v for v in judged if v['verdict'] not in (claims.HOLDS, claims.TIED)]
     if failing:
         bullets.append(f'**Not reproduced here ({len(failing)}):**' + ''.join(
             f'\n  - {claim_bullet(found, v["key"], readings.get(v["key"]))}' for v in failing))
+    tied = [v for v in judged if v['verdict'] == claims.TIED]
+    if tied:
+        bullets.append(f'**Tied: inside the noise on too many seeds to say ({len(tied)}):**' + ''.join(
+            f'\n  - {claim_bullet(found, v["key"])}' for v in tied))
     shaky = [v for v in judged if v['verdict'] == claims.HOLDS and v['key'] in found.fragile()]
     if shaky:
         bullets.append(f'**Holding by a hair ({len(shaky)}):**' + ''.join(
@@ -154,12 +167,16 @@ def summary_bullets(found, seed_verdicts, seed):
     """Markdown: notebook 07's closing restatement of its findings, shorter than the opening."""
     judged = table_claims(found)
     n = len(found.seeds)
-    failing = [v for v in judged if v['verdict'] != claims.HOLDS]
-    bullets = [f'Of the book\'s {len(judged)} readings of its 10.7 table, {count_words(judged)[:-len(" hold")]} hold '
-               f'on {n} seeds by the majority rule.']
+    failing = [v for v in judged if v['verdict'] not in (claims.HOLDS, claims.TIED)]
+    bullets = [f'Of the book\'s {len(judged)} readings of its 10.7 table, {count_words(judged)} on {n} seeds by the '
+               'majority rule.']
     if failing:
         bullets.append('Not reproduced on our TinyAgent: ' + and_join(
             f'*{v["text"]}* ({v["held_on"]} of {n})' for v in failing) + '.')
+    tied = [v for v in judged if v['verdict'] == claims.TIED]
+    if tied:
+        bullets.append('Tied, neither reproduced nor refuted: ' + and_join(
+            f'*{v["text"]}* ({v["held_on"]} of {n}, tied on {v["tied_on"]})' for v in tied) + '.')
     if found.ablation:
         bullets.append(ablation_summary(found))
     bullets.append(single_draw_sentence(seed_verdicts, found, seed))

@@ -55,8 +55,8 @@ def seed_word(verdict, stable_row):
 
 def _seeds_cell(summary, stable_row, unit='seeds'):
     """'holds, 4 of 5 seeds', or for a fragile claim its word here and on the other streams."""
-    k, n = summary['held_on'], len(summary['seeds'])
-    text = f'{summary["verdict"]}, {k} of {n} {unit}'
+    k, n, tied = summary['held_on'], len(summary['seeds']), summary.get('tied_on', 0)
+    text = f'{summary["verdict"]}, {k} of {n} {unit}' + (f' ({tied} tied)' if tied else '')
     if seed_word(summary['verdict'], stable_row) != 'fragile':
         return text
     moved = [f'{word}, {k2} of {n2} {unit} on {label}' for label, word, k2, n2 in stable_row['others']
@@ -65,7 +65,7 @@ def _seeds_cell(summary, stable_row, unit='seeds'):
 
 
 def glance_rows(records):
-    """One dict per claim, in section order: key, text, section, seed0 ('holds' / 'does not hold'), seeds (held_on,
+    """One dict per claim, in section order: key, text, section, seed0 ('holds', 'does not hold' or 'tied'), seeds (held_on,
     n, verdict, word), seeds_text, substrates (in words, or 'not swept'), fitted (bool).
 
     records: {notebook stem: results dict} holding 06, 07, 08, 09 and 11 (a missing one leaves its claims out)."""
@@ -74,11 +74,11 @@ def glance_rows(records):
     for stem in chapter.VERDICT_NOTEBOOKS:
         number = next(s.number for s in chapter.SECTIONS if s.notebook == stem)
         for v in get(stem, chapter.VERDICTS_KEY, []):
-            seed0[v['key']], section_of[v['key']] = v['held'], number
+            seed0[v['key']], section_of[v['key']] = claims.outcome_of(v), number
     five = {v['key']: v for v in get(chapter.SEED_NOTEBOOK, chapter.SEED_VERDICTS_KEY, [])}
     for v in get(chapter.SEED_NOTEBOOK, chapter.SCALE_VERDICTS_KEY, []):  # re-checks of 10.7's mechanisms at 2x
         five[v['key']] = v
-        seed0.setdefault(v['key'], v['held'][v['seeds'].index(0)])
+        seed0.setdefault(v['key'], _seed_outcome(v, 0))
         section_of.setdefault(v['key'], '10.7')
     stable = {r['key']: r for r in get(chapter.SEED_NOTEBOOK, chapter.STABILITY_KEY, [])}
     swept = {r['key']: r for r in get(chapter.ACROSS_NOTEBOOK, chapter.CLAIM_TABLE_KEY, [])}
@@ -86,7 +86,7 @@ def glance_rows(records):
     clip = get(chapter.section('10.6').notebook, clip_higher.CLAIM_KEY)
     if clip:  # 10.6's reading, judged on its own batch seeds (seed 0 is the chapter's batch)
         rows.append(dict(key=CLIP_HIGHER_KEY, text=clip['text'], section='10.6',
-                         seed0=_word(clip['held'][clip['seeds'].index(0)]),
+                         seed0=_seed_outcome(clip, 0),
                          seeds=dict(held_on=clip['held_on'], n=len(clip['seeds']), verdict=clip['verdict'],
                                     word=clip['verdict']),
                          seeds_text=_seeds_cell(clip, None, 'batch seeds'), substrates=NOT_SWEPT,
@@ -95,7 +95,7 @@ def glance_rows(records):
     keyed = [c for c in claims.CLAIMS if c.key in five and c.key in seed0]
     for claim in sorted(keyed, key=lambda c: order[section_of[c.key]]):
         summary, row = five[claim.key], stable.get(claim.key)
-        rows.append(dict(key=claim.key, text=claim.text, section=section_of[claim.key], seed0=_word(seed0[claim.key]),
+        rows.append(dict(key=claim.key, text=claim.text, section=section_of[claim.key], seed0=seed0[claim.key],
                          seeds=dict(held_on=summary['held_on'], n=len(summary['seeds']), verdict=summary['verdict'],
                                     word=seed_word(summary['verdict'], row)),
                          seeds_text=_seeds_cell(summary, row),
@@ -104,8 +104,13 @@ def glance_rows(records):
     return rows
 
 
-def _word(held):
-    return claims.HOLDS if held else claims.DOES_NOT_HOLD
+def _seed_outcome(summary, seed):
+    """One seed's word in a seed-verdict dict: its outcome under the tie rule, or for a record written before the
+    rule, held or not."""
+    i = summary['seeds'].index(seed)
+    if 'outcomes' in summary:
+        return summary['outcomes'][i]
+    return claims.HOLDS if summary['held'][i] else claims.DOES_NOT_HOLD
 
 
 def legend(rows):
@@ -114,8 +119,10 @@ def legend(rows):
     batches = next((r['seeds']['n'] for r in rows if r['section'] == '10.6'), None)
     fitted_clip = next(run for run in FITTED_RUNS if run.startswith('clip_high'))
     return (f'Each TinyAgent claim on seed 0 (the chapter\'s single seed), on {n} seeds and on six substrates: it '
-            f'**holds** or **does not hold** by the seed rule ({claims.seed_rule_text(n)}), it is **fragile** where '
-            'that word differs on another recorded arithmetic stream, and across the substrates it holds on every '
+            f'**holds**, **does not hold** or is **tied** by the seed rule ({claims.seed_rule_text(n)}; "k of n" '
+            'counts the seeds where it holds beyond the noise, and the tied seeds are given apart), it is **fragile** '
+            'where the bare checks\' word differs on another recorded arithmetic stream, and across the substrates it '
+            'holds on every '
             'one, fails on every one, or depends on the substrate; *reads only fitted numbers* marks a claim that '
             f'reads only the unregularised run `none` (or the 10.6 batch at {fitted_clip}), numbers the substrate '
             'was fitted to, so its verdict is close to built in'
@@ -134,10 +141,11 @@ def markdown(rows):
 
 
 def counts(rows):
-    """{'holds', 'seed-dependent', 'fragile', 'does not hold', 'fitted'}: how many rows carry each five-seed word, and
+    """{'holds', 'tied', 'seed-dependent', 'fragile', 'does not hold', 'fitted'}: how many rows carry each five-seed word, and
     how many are marked fitted."""
     words = [r['seeds']['word'] for r in rows]
-    found = {w: words.count(w) for w in (claims.HOLDS, claims.SEED_DEPENDENT, 'fragile', claims.DOES_NOT_HOLD)}
+    found = {w: words.count(w) for w in (claims.HOLDS, claims.TIED, claims.SEED_DEPENDENT, 'fragile',
+                                          claims.DOES_NOT_HOLD)}
     found['fitted'] = sum(r['fitted'] for r in rows)
     return found
 

@@ -35,10 +35,11 @@ def final_reward(run):
     return claims.late_mean(run, 'reward', 5)
 
 
-def seeds_phrase(count, total):
-    """How many seeds a statement is true on, in words."""
-    return {total: f'every seed ({count} of {total})', 0: f'no seed (0 of {total})'}.get(
+def seeds_phrase(count, total, tied=0):
+    """How many seeds a statement is true on beyond the noise, in words, with the tied seeds apart."""
+    said = {total: f'every seed ({count} of {total})', 0: f'no seed (0 of {total})'}.get(
         count, f'{count} of {total} seeds only')
+    return said + (f', {tied} tied' if tied else '')
 
 
 def choose(candidates, none):
@@ -128,7 +129,7 @@ def reader_lines(verdicts, width=110):
     for kind in dict.fromkeys(v['kind'] for v in verdicts):
         lines.append(f'{KIND_HEADINGS[kind]}, true on:')
         for v in (v for v in verdicts if v['kind'] == kind):
-            head = f'  {seeds_phrase(v["held_on"], len(v["seeds"])):<20} | '
+            head = f'  {seeds_phrase(v["held_on"], len(v["seeds"]), v.get("tied_on", 0)):<20} | '
             lines += textwrap.wrap(v['text'], width, initial_indent=head, subsequent_indent=' ' * len(head),
                                    break_on_hyphens=False, break_long_words=False)
     return lines
@@ -164,7 +165,8 @@ def mechanism_gaps(seed_verdicts, book_columns, book_rows, runs_by_seed, table, 
     for v in failing:
         needs = [n for n in claims.by_key(v['key']).needs if n in book]
         for i, (name, column) in enumerate((n, c) for n in needs for c in SHOWN.get(v['key'], ['entropy'])):
-            head = f'{v["text"]} — **{seeds_phrase(v["held_on"], len(v["seeds"]))}**' if i == 0 else ''
+            head = (f'{v["text"]} — **{seeds_phrase(v["held_on"], len(v["seeds"]), v.get("tied_on", 0))}**'
+                    if i == 0 else '')
             rows.append(f'| {head} | {name} | {column} | {book[name][book_entropy if column == "entropy" else column]} '
                         f'| {ours(name, column)} |')
 
@@ -363,7 +365,7 @@ def what_we_found(found, explained, scale_verdicts, law, stable_rows, chosen_fra
         f'**The chapter\'s statements on {n} seeds** ({claims.seed_rule_text(n)}): {and_join(kinds)}; one step '
         f'further (twice the coefficient or the steps), {rechecked} of {len(scale_verdicts)} re-checks of the failing '
         f'mechanisms {"holds" if rechecked == 1 else "hold"}.',
-        f'**Not holding ({len(explained)}), with our reading and the per-turn-cost ablation:**' + ''.join(
+        f'**Not holding or tied ({len(explained)}), with our reading and the per-turn-cost ablation:**' + ''.join(
             f'\n  - {failing_bullet(e, found.ablation_row(e["key"]))}' for e in explained),
         f'**Against other arithmetic streams:** {stability.stability_summary(stable_rows)}',
         f'**The per-turn cost:** {findings.ablation_summary(found)}',

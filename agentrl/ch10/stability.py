@@ -91,12 +91,15 @@ def stability(seed_verdicts, others, rule=seed_rule):
     """
     rows = []
     for v in seed_verdicts:
-        word = rule(v['held_on'], len(v['held']))
+        # The other streams recorded only each seed's check without the tie rule, so the words compared here are those
+        # of the bare checks on both sides.
+        raw = sum(bool(h) for h in v['held'])
+        word = rule(raw, len(v['held']))
         seen = [(s['short'], rule(sum(s['held'][v['key']]), len(s['held'][v['key']])), sum(s['held'][v['key']]),
                  len(s['held'][v['key']])) for s in others
                 if v['key'] in s['held'] and list(s['seeds']) == list(v['seeds'])]
         label = FRAGILE if any(other[1] != word for other in seen) else STABLE
-        rows.append(dict(key=v['key'], text=v['text'], verdict=word, held_on=v['held_on'], n=len(v['held']),
+        rows.append(dict(key=v['key'], text=v['text'], verdict=word, held_on=raw, n=len(v['held']),
                          others=[list(other) for other in seen], label=label))
     return rows
 
