@@ -2,6 +2,8 @@
 model against float64."""
 from types import SimpleNamespace
 
+import math
+
 import pytest
 import torch
 
@@ -191,7 +193,7 @@ def _claims_inputs(k2_far=0.7, kl_step=5e-5, raised=49_151, never_after=0.2):
                           mean=lambda metric: 0.08)
     alone = SimpleNamespace(per_position={'never_emitted': [never_after + 0.01 * (i % 3) for i in range(positions)]},
                             mean=lambda metric: never_after)
-    bonuses = SimpleNamespace(typical={'raised': raised}, vocab_size=49_152, steps=3,
+    bonuses = SimpleNamespace(typical={'raised': raised, 'entropy': 0.44}, vocab_size=49_152, steps=3,
                               variant=lambda name: alone, reference=ref)
     return estimates, steps, bonuses
 
@@ -208,12 +210,27 @@ def test_claim_rows_apply_each_rows_rule_to_the_records():
     assert verdict('the per-token KL between adjacent') == claims.FAILS
     assert verdict('near the reference one k1') == claims.HOLDS
     assert verdict('the first-order rule') == claims.FAILS
-    assert verdict('the tokens it raises') == claims.HOLDS
+    assert verdict('the tokens it raises') == claims.FAILS  # higher than the reference, but 0.2 is not "mostly"
+    assert verdicts(never_after=0.7)('the tokens it raises') == claims.HOLDS
+    assert verdicts(never_after=0.49)('the tokens it raises') == claims.TIED  # a mean of 0.50: inside the noise
     verdict = verdicts(k2_far=1.5, kl_step=1e-3, raised=30_000, never_after=0.07)
     assert verdict('k2 overestimates') == claims.HOLDS
     assert verdict('the per-token KL between adjacent') == claims.HOLDS
     assert verdict('the entropy bonus raises') == claims.FAILS
     assert verdict('the tokens it raises') == claims.FAILS
+
+
+def test_a_count_the_entropy_forces_is_printed_with_its_bound_and_said_to_be_forced():
+    from agentrl.pretrained import claims
+
+    # at most e^H tokens can have pi >= e^-H: at H = 0.44 (e^H = 1.55) at most one token is left out
+    assert claims.raised_bound(0.44, 49_152) == 49_151
+    assert claims.raised_bound(math.log(3.5), 10) == 7
+    rows = claims.claim_rows(*_claims_inputs())
+    row = next(r for r in rows if r['statement'].startswith('the entropy bonus raises'))
+    assert 'forces at least 49,151' in row['ours'] and row['forced_by']
+    assert 'could not fail here' in claims.markdown(rows)[0]
+    assert not any(r['forced_by'] for r in rows if r is not row)
 
 
 def test_the_claims_table_is_one_markdown_row_per_claim_without_stray_pipes():

@@ -11,15 +11,23 @@ def findings(estimates, steps, bonuses):
 
 def summary(claim_rows):
     """The closing bullets: how many of the chapter's statements carry over to SmolLM2, and which do not."""
-    from agentrl.pretrained.claims import HOLDS
+    from agentrl.pretrained.claims import FAILS, HOLDS, TIED
 
     held = [row for row in claim_rows if row['verdict'] == HOLDS]
-    failed = [row for row in claim_rows if row['verdict'] != HOLDS]
+    failed = [row for row in claim_rows if row['verdict'] == FAILS]
+    tied = [row for row in claim_rows if row['verdict'] == TIED]
+    forced = [row for row in held if row.get('forced_by')]
     lines = [f'* Of the chapter\'s {len(claim_rows)} statements about distributions judged here, {len(held)} carry over '
-             f'to a real 135M-parameter language model and {len(failed)} do not, each by the rule in its row.']
+             f'to a real 135M-parameter language model and {len(failed)} do not'
+             + (f', {len(tied)} tied' if tied else '') + ', each by the rule in its row.'
+             + (f' {len(forced)} of those that carry over could not have failed: '
+                + '; '.join(f'{row["statement"]} ({row["forced_by"]})' for row in forced) + '.' if forced else '')]
     if failed:
         lines.append('* Those that do not: ' + '; '.join(f'{row["statement"]} ({row["section"]}: {row["ours"]})'
                                                        for row in failed) + '.')
+    if tied:
+        lines.append('* Tied, inside their noise: ' + '; '.join(f'{row["statement"]} ({row["ours"]})' for row in tied)
+                     + '.')
     identities = [row for row in claim_rows if row['section'] == '10.3']
     if identities and all(row['verdict'] == HOLDS for row in identities):
         lines.append('* The 10.3 statements hold through all of the network\'s parameters, as their algebra promises: '
