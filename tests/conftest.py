@@ -23,6 +23,7 @@ _skipped = []  # the snapshot tests skipped for it
 # What the verdict tests checked, one dict per test (kind 'lines' or 'verdicts', notebook, counts, the exempt ones):
 # the terminal summary says it, so that a run whose snapshots were skipped says what was judged in their place.
 VERDICT_RECORD = []
+PROBES_TO_RECORD = []  # (file to record, its text) for an arithmetic no probe of this CPU vendor is recorded for
 
 
 def pytest_collection_modifyitems(config, items):
@@ -78,6 +79,11 @@ def pytest_terminal_summary(terminalreporter, config):
     if 'not slow' in (config.getoption('markexpr') or ''):
         terminalreporter.write_line('smollm2: the tests that load SmolLM2-135M-Instruct are marked slow and were left '
                                     'out (loading it takes about 15 s); make test runs them')
+    for target, text in PROBES_TO_RECORD:
+        terminalreporter.write_line(f'arithmetic: no probe of this CPU vendor is recorded for this arithmetic; '
+                                    f'these rows are its record, as {target}:')
+        for line in text.splitlines():
+            terminalreporter.write_line(f'    {line}')
     if not _mismatch:
         return
     checked = verdict_summary(VERDICT_RECORD)
