@@ -10,7 +10,9 @@ notebook_runs executes each notebook once per session), so they cost no second e
 A verdict is any recorded dict carrying a verdict word ('verdict', else 'outcome') or a seed-0 check ('held' as one
 true or false), wherever it sits in a notebook's results. It is exempt, and reported as exempt, when it is labelled
 tied (`tied: true` or the word 'tied', on either side: its gap is inside its tolerance, so rounding alone may move it)
-or when its claim is fragile (its word moved between the recorded arithmetic streams, agentrl.ch10.stability).
+or when the stability record shows it moving with the rounding: a claim whose five-seed word moved between the recorded
+arithmetic streams (fragile, agentrl.ch10.stability), or, for a seed-0 verdict, one draw, a claim whose seed-0 check
+came out differently on two of those streams (the committed five-seed record among them).
 """
 import difflib
 import re
@@ -41,7 +43,7 @@ CLAIM_OF_RESULT = {verdict_shift.ENTROPY_LAW_KEY: 'entropy-law'}
 IDENTITY = ('key', 'statement', 'setting', 'name')  # what names an entry of a list of verdicts, in this order
 NOT_NESTED = ('held', 'outcomes', 'premise_held', 'verdict', 'outcome', 'tied')  # a verdict's own fields
 
-Verdict = namedtuple('Verdict', 'word tied claim')
+Verdict = namedtuple('Verdict', 'word tied claim draw')  # draw: the check on one seed (a seed-0 verdict)
 
 
 def verdict_word(entry):
@@ -56,7 +58,7 @@ def verdict_word(entry):
 
 
 def verdicts_in(recorded):
-    """{where: Verdict(word, tied, claim)} for every verdict in one notebook's results ({result key: value}). where
+    """{where: Verdict(word, tied, claim, draw)} for every verdict in one notebook's results ({result key: value}). where
     names it by its path, list entries by their key (or statement, setting, name), so that the same verdict has the
     same name in two runs whatever its position."""
     found = {}
@@ -66,7 +68,8 @@ def verdicts_in(recorded):
             claim = value['key'] if isinstance(value.get('key'), str) else claim
             word = verdict_word(value)
             if word is not None:
-                found[where] = Verdict(word, value.get('tied') is True or word == TIED, claim)
+                found[where] = Verdict(word, value.get('tied') is True or word == TIED, claim,
+                                       isinstance(value.get('held'), bool))
             for field, inner in value.items():
                 if field not in NOT_NESTED:
                     visit(inner, f'{where}.{field}', claim)
@@ -99,16 +102,31 @@ def fragile_claims(folder=RESULTS):
     return {row['key'] for row in rows if row['label'] == stability.FRAGILE}
 
 
-def compare_verdicts(committed, fresh, fragile):
-    """committed and fresh: verdicts_in's dicts; fragile: claim keys. -> {'held': [where], 'exempt': [(where, why)],
-    'moved': [(where, committed word, fresh word)]}; a verdict on one side only has moved ('not recorded')."""
+def fragile_draws(folder=RESULTS, seed=0):
+    """The claim keys whose check on this seed came out differently on two recorded arithmetic streams, the committed
+    five-seed record counted as one: a seed-0 verdict of such a claim is one draw that the rounding alone has moved."""
+    nine = results.load(chapter.SEED_NOTEBOOK, folder)
+    committed = dict(seeds=nine[chapter.SEED_SUMMARY_KEY]['seeds'], held={
+        v['key']: v['held'] for v in nine.get(chapter.SEED_VERDICTS_KEY, []) + nine.get(chapter.SCALE_VERDICTS_KEY, [])})
+    seen = {}
+    for stream in stability.recorded_streams() + [committed]:
+        if seed in stream['seeds']:
+            for key, held in stream['held'].items():
+                seen.setdefault(key, set()).add(bool(held[list(stream['seeds']).index(seed)]))
+    return {key for key, outcomes in seen.items() if len(outcomes) > 1}
+
+
+def compare_verdicts(committed, fresh, fragile, moved_draws=frozenset()):
+    """committed and fresh: verdicts_in's dicts; fragile: claim keys whose verdicts are all exempt; moved_draws: claim
+    keys whose one-seed verdicts are exempt. -> {'held': [where], 'exempt': [(where, why)], 'moved': [(where,
+    committed word, fresh word)]}; a verdict on one side only has moved ('not recorded')."""
     found = dict(held=[], exempt=[], moved=[])
     for where in list(committed) + [w for w in fresh if w not in committed]:
         before, after = committed.get(where), fresh.get(where)
-        claim = (before or after).claim
-        why = [label for label, applies in (('fragile', claim in fragile),
-                                            ('tied', any(v is not None and v.tied for v in (before, after))))
-               if applies]
+        claim, draw = (before or after).claim, (before or after).draw
+        why = [label for label, applies in (
+            ('fragile', claim in fragile), ('its seed-0 draw moved between streams', draw and claim in moved_draws),
+            ('tied', any(v is not None and v.tied for v in (before, after)))) if applies]
         if why:
             found['exempt'].append((where, ' and '.join(why)))
         elif before is None or after is None or before.word != after.word:
@@ -178,26 +196,44 @@ def test_every_verdict_is_found_with_and_without_the_tie_fields():
         'comparison': ['none | 0.43 -> 0.18'], 'found': dict(exact=True, premise_held=[True]),
     }
     assert verdicts_in(recorded) == {
-        'verdicts[a]': Verdict(HOLDS, False, 'a'), 'verdicts[b]': Verdict(TIED, True, 'b'),
-        'verdicts[c]': Verdict(HOLDS, False, 'c'),  # the outcome under the tie rule, not the bare check
-        'seed_verdicts[a]': Verdict(HOLDS, False, 'a'), 'seed_verdicts[d]': Verdict(TIED, True, 'd'),
-        'claim_table[a].cells.t45': Verdict(HOLDS, False, 'a'),
-        'real_claims[k3 is unbiased]': Verdict('carries over', False, None),
-        f'{verdict_shift.ENTROPY_LAW_KEY}': Verdict('mixed', False, 'entropy-law'),
-        'clip_higher_claim': Verdict(DOES_NOT_HOLD, False, 'e')}
+        'verdicts[a]': Verdict(HOLDS, False, 'a', True), 'verdicts[b]': Verdict(TIED, True, 'b', True),
+        'verdicts[c]': Verdict(HOLDS, False, 'c', True),  # the outcome under the tie rule, not the bare check
+        'seed_verdicts[a]': Verdict(HOLDS, False, 'a', False), 'seed_verdicts[d]': Verdict(TIED, True, 'd', False),
+        'claim_table[a].cells.t45': Verdict(HOLDS, False, 'a', False),
+        'real_claims[k3 is unbiased]': Verdict('carries over', False, None, False),
+        f'{verdict_shift.ENTROPY_LAW_KEY}': Verdict('mixed', False, 'entropy-law', False),
+        'clip_higher_claim': Verdict(DOES_NOT_HOLD, False, 'e', False)}
 
 
 def test_a_moved_verdict_is_named_and_a_tied_or_fragile_one_is_exempt():
-    committed = verdicts_in({'verdicts': [seed0('a', True), seed0('b', True), seed0('c', True), seed0('d', True)],
-                             'seed_verdicts': [seeds('f', HOLDS, [True, True, False])]})
+    committed = verdicts_in({'verdicts': [seed0('a', True), seed0('b', True), seed0('c', True), seed0('d', True),
+                                          seed0('h', True)],
+                             'seed_verdicts': [seeds('f', HOLDS, [True, True, False]),
+                                               seeds('h', HOLDS, [True, True, False])]})
     fresh = verdicts_in({'verdicts': [seed0('a', True), seed0('b', False), seed0('c', False, outcome=TIED, tied=True),
-                                      seed0('d', False), seed0('g', True)],
-                         'seed_verdicts': [seeds('f', DOES_NOT_HOLD, [True, False, False])]})
-    found = compare_verdicts(committed, fresh, fragile={'d', 'f'})
+                                      seed0('d', False), seed0('h', False), seed0('g', True)],
+                         'seed_verdicts': [seeds('f', DOES_NOT_HOLD, [True, False, False]),
+                                           seeds('h', DOES_NOT_HOLD, [False, True, False])]})
+    found = compare_verdicts(committed, fresh, fragile={'d', 'f'}, moved_draws={'h'})
     assert found['held'] == ['verdicts[a]']
-    assert found['moved'] == [('verdicts[b]', HOLDS, DOES_NOT_HOLD), ('verdicts[g]', 'not recorded', HOLDS)]
-    assert found['exempt'] == [('verdicts[c]', 'tied'), ('verdicts[d]', 'fragile'), ('seed_verdicts[f]', 'fragile')]
+    # a draw that moved between streams exempts the seed-0 verdict only, not the five-seed one
+    assert found['moved'] == [('verdicts[b]', HOLDS, DOES_NOT_HOLD), ('seed_verdicts[h]', HOLDS, DOES_NOT_HOLD),
+                              ('verdicts[g]', 'not recorded', HOLDS)]
+    assert found['exempt'] == [('verdicts[c]', 'tied'), ('verdicts[d]', 'fragile'),
+                               ('verdicts[h]', 'its seed-0 draw moved between streams'), ('seed_verdicts[f]', 'fragile')]
     assert compare_verdicts(committed, committed, set())['moved'] == []
+
+
+def test_a_draw_moved_between_streams_is_one_whose_seed_0_check_differs_on_two_of_them(tmp_path, monkeypatch):
+    def stream(held):
+        return dict(short='s', label='s', cpu='c', arithmetic='a', seeds=[0, 1, 2], held=held)
+    monkeypatch.setattr(stability, 'recorded_streams', lambda: [stream({'a': [True, True, False], 'b': [True] * 3}),
+                                                               stream({'a': [True, False, False], 'b': [False] * 3})])
+    results.record(chapter.SEED_NOTEBOOK, chapter.SEED_SUMMARY_KEY, dict(seeds=[0, 1, 2]), tmp_path)
+    results.record(chapter.SEED_NOTEBOOK, chapter.SEED_VERDICTS_KEY, [seeds('a', HOLDS, [False, True, False]),
+                                                                      seeds('c', HOLDS, [True] * 3)], tmp_path)
+    assert fragile_draws(tmp_path) == {'a', 'b'} and fragile_draws(tmp_path, seed=1) == {'a', 'b'}
+    assert fragile_draws(tmp_path, seed=2) == {'b'}
 
 
 def test_printed_lines_leave_out_figures_and_warnings_and_name_what_differs():
@@ -287,13 +323,14 @@ def test_a_verdict_changed_in_a_committed_file_is_a_moved_verdict():
     committed = results.load('07_tinyagent_comparison', RESULTS)
     fragile = fragile_claims()
     judged = verdicts_in(committed)
-    turned = next(v for v in committed[chapter.VERDICTS_KEY] if judged[f'verdicts[{v["key"]}]'].claim not in fragile
+    draws = fragile_draws()
+    turned = next(v for v in committed[chapter.VERDICTS_KEY] if v['key'] not in fragile | draws
                   and not judged[f'verdicts[{v["key"]}]'].tied)
     changed = {**committed, chapter.VERDICTS_KEY: [
         {**v, 'held': not v['held'], **({'outcome': DOES_NOT_HOLD if verdict_word(v) == HOLDS else HOLDS}
                                         if 'outcome' in v else {})} if v is turned else v
         for v in committed[chapter.VERDICTS_KEY]]}
-    found = compare_verdicts(judged, verdicts_in(changed), fragile)
+    found = compare_verdicts(judged, verdicts_in(changed), fragile, draws)
     assert [where for where, _, _ in found['moved']] == [f'verdicts[{turned["key"]}]']
 
 
@@ -322,10 +359,10 @@ def test_a_fresh_run_prints_the_committed_lines(name, notebook_runs):
 @pytest.mark.verdict
 @pytest.mark.parametrize('name', VERDICT_NOTEBOOKS)
 def test_a_fresh_run_gives_the_committed_verdicts(name, notebook_runs):
-    """Every verdict a fresh execution records is the committed one, except those labelled tied or fragile (named in
-    the terminal summary as exempt). A notebook that records none is executed all the same."""
+    """Every verdict a fresh execution records is the committed one, except those labelled tied or fragile and the
+    seed-0 draws the rounding has moved on record (named in the terminal summary as exempt). A notebook that records none is executed all the same."""
     found = compare_verdicts(verdicts_in(results.load(name, RESULTS)), verdicts_in(notebook_runs.results(name)),
-                             fragile_claims())
+                             fragile_claims(), fragile_draws())
     VERDICT_RECORD.append(dict(kind='verdicts', notebook=name, checked=len(found['held']), exempt=found['exempt'],
                                moved=[(f'{name[:2]} {where}', before, after)
                                       for where, before, after in found['moved']]))
