@@ -40,7 +40,7 @@ LAYERS = (
       'test_pretrained_bonus.py')),
     ('notebooks and documents', 'the notebooks, README, MAINTAINING.md, REPRODUCTION.md, the site',
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
-      'test_site.py', 'test_pyramid.py', 'test_markdown_tables.py', 'test_verdicts.py')),
+      'test_site.py', 'test_pyramid.py', 'test_markdown_tables.py', 'test_verdicts.py', 'test_front_door.py')),
     ('machinery', '`machinery/` runner and calibration, caches, stopping on signals, CPU pin and arithmetic '
                   'probe, sweeps on an executor (Dask), import layers',
      ('test_notebook_runner.py', 'test_forecast.py', 'test_calibrate.py', 'test_differences.py', 'test_search.py', 'test_verified_cache.py',
