@@ -21,7 +21,7 @@ from agentrl.ch10 import across, experiments, framework_claims
 from agentrl.fingerprint import code_fingerprint
 from agentrl.paths import FRAMEWORK_SWEEP
 from agentrl.substrate.config import DEFAULT, active
-from machinery.substrate_sweep import cluster_executor, write_record
+from machinery.substrate_sweep import cluster_executor, cpu_name, write_record
 
 SEEDS = (0, 1, 2, 3, 4)
 
@@ -91,6 +91,7 @@ def main(argv=None):
               file=sys.stderr, flush=True)
         return stop.exit_code
     record['session'] = dict(date=datetime.date.today().isoformat(), cpus=os.cpu_count(), machine=platform.machine(),
+                             cpu=cpu_name(),
                              **where)
     write_record(record, FRAMEWORK_SWEEP)
     print(f'{sum(len(r) for r in record["runs"].values())} runs on seeds {", ".join(map(str, args.seeds))} in '

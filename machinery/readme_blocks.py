@@ -11,7 +11,7 @@ from agentrl.calibration import differences, substrates
 from agentrl.calibration.fit import below_the_rule, fit_clause
 from agentrl.calibration.freeze import CONFIRM_ROWS, decision_from_export
 from agentrl.calibration.rows import fitted_counts
-from agentrl.ch10 import stability
+from agentrl.ch10 import claims, stability
 from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, MECHANISM, SEED_DEPENDENT, seed_rule_text
 from agentrl.paths import CALIBRATION, FRAMEWORK_SWEEP
 from machinery import record_words as words, verdict_shift
@@ -87,10 +87,13 @@ def faithfulness_summary(recorded, calibration=None, snapshot=None):
         lines.append('- **Do the verdicts hang on the last bit?** (notebook 09, `data/streams/`) '
                      + stability.stability_summary(stable_rows))
     if found and across:
-        same = [k for k, v in seed0.items() if k in across and v['held'] == (across[k]['verdict'] == HOLDS)]
+        judged = [k for k in seed0 if k in across]
+        tied = [k for k in judged if claims.outcome_of(seed0[k]) == claims.TIED]
+        same = [k for k in judged if claims.outcome_of(seed0[k]) == across[k]['verdict']]
         lines.append('- **Seed 0 alone** (notebooks 07 and 08, the chapter\'s single seed) is one draw of these five, '
                      f'not a verdict of its own: its outcome agrees with the five-seed word on {len(same)} of '
-                     f'{len([k for k in seed0 if k in across])} claims.')
+                     f'{len(judged)} claims' + (f', and is tied (inside the one-draw tolerance) on {len(tied)}'
+                                                if tied else '') + '.')
     scaled = recorded.get(chapter.SEED_NOTEBOOK, chapter.SCALE_VERDICTS_KEY, [])
     if scaled:
         lines.append('- **Re-checked at twice the coefficient or the steps, on trial 45** (notebook 09):')
@@ -117,9 +120,10 @@ def seed_counts(summaries):
     parts = []
     for kind in dict.fromkeys(v['kind'] for v in summaries):
         found = [v['verdict'] for v in summaries if v['kind'] == kind]
-        tied = found.count(SEED_DEPENDENT)
+        tied, split = found.count(claims.TIED), found.count(SEED_DEPENDENT)
         parts.append(f'{KIND_PLURAL.get(kind, kind)}: {found.count(HOLDS)} of {len(found)} hold, '
-                     f'{found.count(DOES_NOT_HOLD)} do not' + (f', {tied} tied (seed-dependent)' if tied else ''))
+                     f'{found.count(DOES_NOT_HOLD)} do not' + (f', {tied} tied' if tied else '')
+                     + (f', {split} seed-dependent' if split else ''))
     return '; '.join(parts)
 
 

@@ -68,5 +68,7 @@ def seed_verdicts_by_key(recorded):
 
 
 def seed_phrase(summary):
-    """'held on 2/3 seeds (seed-dependent)' for a seed-verdict dict."""
-    return f'held on {summary["held_on"]}/{len(summary["seeds"])} seeds ({summary["verdict"]})'
+    """'held on 2/3 seeds (seed-dependent)' for a seed-verdict dict, its tied seeds named apart."""
+    tied = summary.get('tied_on', 0)
+    return (f'held on {summary["held_on"]}/{len(summary["seeds"])} seeds' + (f', tied on {tied}' if tied else '')
+            + f' ({summary["verdict"]})')

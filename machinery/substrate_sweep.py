@@ -8,7 +8,9 @@ The substrates and where their configurations come from are agentrl/calibration/
 
 Without a scheduler address (--scheduler or $AGENTRL_DASK_SCHEDULER) the sweep starts a Dask LocalCluster on this
 machine: 2 worker processes of 1 thread each, on 127.0.0.1, without a dashboard. The runs are cached like every other
-run (agentrl.ch10.experiments); a substrate swept again replaces its entry in the record, the others are kept.
+run (agentrl.ch10.experiments); a substrate swept again replaces its entry in the record. The sweep runs in parts
+(one substrate each, `--substrates`), each written as soon as it ends: a part made by this tree's training code
+retires every part made by older code, so the parts that stand always share one fingerprint.
 `make` never runs this; notebook 11 renders from the committed record.
 """
 import argparse
@@ -32,11 +34,38 @@ from agentrl.paths import REPO
 from agentrl.substrate.config import DEFAULT, SubstrateConfig, use
 
 SEEDS = (0, 1, 2, 3, 4)
+
+
+def cpu_name():
+    """The CPU's model name as /proc/cpuinfo gives it ('' where it cannot be read): timings travel with it."""
+    with contextlib.suppress(OSError):
+        for line in Path('/proc/cpuinfo').read_text().splitlines():
+            if line.startswith('model name'):
+                return line.split(':', 1)[1].strip()
+    return ''
+
+
 def write_record(record, path=None):
     path = Path(path or record_path())
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_output(path, suffix='.json') as tmp:
         tmp.write_text(json.dumps(record, sort_keys=True, indent=1, allow_nan=False) + '\n')
+
+
+def keep_current(record, code):
+    """The record with only the substrates (and sessions) made by the training code `code`: the parts that stand
+    must all come from one fingerprint, so a part swept by this tree retires every part made by older code ->
+    (record, names dropped)."""
+    dropped = sorted(name for name, entry in record['substrates'].items() if entry['code'] != code)
+    kept = dict(record, substrates={name: entry for name, entry in record['substrates'].items()
+                                    if entry['code'] == code},
+                sessions=[s for s in record['sessions'] if s.get('code') == code])
+    return kept, dropped
+
+
+def stale_parts(record, code):
+    """[(substrate, its code)] of every part of the record made by other training code than `code`."""
+    return [(name, entry['code']) for name, entry in record['substrates'].items() if entry['code'] != code]
 
 
 def build_base(description):
@@ -97,13 +126,16 @@ def run_sweep(names, seeds, scheduler='', path=None, repo=REPO, workers=2, say=p
                 say(f'RL base {key[:12]} ready')
         for name in names:
             entry = sweep_substrate(name, seeds, executor, repo, specs_of)
+            record, dropped = keep_current(record, entry['code'])
+            if dropped:
+                say(f'dropped from the record, made by older training code: {", ".join(dropped)} (sweep them again)')
             record['substrates'][name] = entry
             write_record(record, path)  # after each substrate: a stop keeps the finished ones
             say(f'{name}: {sum(len(runs) for runs in entry["runs"].values())} runs on seeds '
                 f'{", ".join(map(str, seeds))} in {entry["seconds"] / 60:.1f} min')
     record['sessions'].append(dict(date=datetime.date.today().isoformat(), substrates=list(names), seeds=list(seeds),
                                    seconds=time.perf_counter() - began, cpus=os.cpu_count(),
-                                   machine=platform.machine(), **where))
+                                   machine=platform.machine(), cpu=cpu_name(), code=code_fingerprint(), **where))
     write_record(record, path)
     return record
 

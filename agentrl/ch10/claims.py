@@ -521,5 +521,5 @@ def tally(found):
     counts = {}
     for verdict in found:
         held, total = counts.get(verdict['kind'], (0, 0))
-        counts[verdict['kind']] = (held + bool(verdict['held']), total + 1)
+        counts[verdict['kind']] = (held + (outcome_of(verdict) == HOLDS), total + 1)
     return counts

@@ -216,7 +216,7 @@ def verdict_details(option_verdicts, evidence, seeds):
 
 def _by_word(option_verdicts):
     return {word: [v for v in option_verdicts if v['verdict'] == word]
-            for word in (claims.HOLDS, claims.SEED_DEPENDENT, claims.DOES_NOT_HOLD)}
+            for word in (claims.HOLDS, claims.TIED, claims.SEED_DEPENDENT, claims.DOES_NOT_HOLD)}
 
 
 def verdict_summary(option_verdicts, runs_by_seed):
@@ -230,7 +230,8 @@ def verdict_summary(option_verdicts, runs_by_seed):
     gspo, cispo, ppo = mean('GSPO', 'seq_clip_frac'), mean('CISPO', 'capped_frac'), mean('none', 'clip_frac')
     gap = mean(framework_claims.UNCORRECTED, 'sampler_kl')
     return (f'Of {len(option_verdicts)} claims, {len(by_word[claims.HOLDS])} hold on these seeds '
-            f'({listed(claims.HOLDS)}), {len(by_word[claims.SEED_DEPENDENT])} depend on the seed '
+            f'({listed(claims.HOLDS)}), {len(by_word[claims.TIED])} are tied, their gaps inside the noise on too '
+            f'many seeds ({listed(claims.TIED)}), {len(by_word[claims.SEED_DEPENDENT])} depend on the seed '
             f'({listed(claims.SEED_DEPENDENT)}) and {len(by_word[claims.DOES_NOT_HOLD])} do not hold '
             f'({listed(claims.DOES_NOT_HOLD)}).\n\n'
             f'What the mechanisms did, as the runs logged it (means over minibatches and seeds): PPO\'s clip removed '
@@ -337,11 +338,14 @@ def findings(found, option_verdicts, runs_by_seed, rows):
     by_word = _by_word(option_verdicts)
     n = len(runs_by_seed)
     failing = prose.and_join([f'`{v["key"]}` ({v["held_on"]} of {n})' for v in by_word[claims.DOES_NOT_HOLD]])
+    tied_keys = prose.and_join([f'`{v["key"]}`' for v in by_word[claims.TIED]])
     tie = entropy_tie(runs_by_seed)
     weighted = tie['means']['KL k3 0.3, ratio-weighted']
     bullets = _exact_bullets(found) + [
         f'**On TinyAgent** ({n} seeds, the chapter\'s rule): {len(by_word[claims.HOLDS])} of {len(option_verdicts)} '
-        f'claims about the options hold; {failing} do not. Our reading of the first: a differentiated ratio turns '
+        f'claims about the options hold'
+        + (f', {len(by_word[claims.TIED])} are tied ({tied_keys})' if by_word[claims.TIED] else '')
+        + f'; {failing or "none"} do not. Our reading of the first: a differentiated ratio turns '
         f'the $k_3$ term\'s gradient into the reverse KL\'s even on policy, so the run should sit by `KL k3+ 0.3`, not '
         f'`KL k3 0.3`. Its final entropy {weighted:.3f} is {tie["against"]["KL k3+ 0.3"]} against `KL k3+ 0.3` '
         f'({tie["means"]["KL k3+ 0.3"]:.3f}) and {tie["against"]["KL k3 0.3"]} against `KL k3 0.3` '
