@@ -69,7 +69,7 @@ def glance_lines(recorded):
     lines = []
     total, match = exact_totals(recorded)
     if total:
-        lines.append(f'- **Exact arithmetic**: {match} of the {total} lines the chapter prints as exact (10.1–10.5, '
+        lines.append(f'- **Exact arithmetic**: **{match} of {total} lines** the chapter prints as exact (10.1–10.5, '
                      '10.6\'s covariance check and 3-step identity, 10.8\'s memory table) match ours character for '
                      'character.')
     seeds = recorded.get(chapter.SEED_NOTEBOOK, chapter.SEED_VERDICTS_KEY, [])

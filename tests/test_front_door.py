@@ -39,7 +39,7 @@ def test_the_committed_counts_add_up_to_the_records():
     lines = front_door.glance_lines(recorded)
     assert 1 <= len(lines) <= front_door.MAX_LINES
     total, match = exact_totals(recorded)
-    assert f'{match} of the {total} lines' in lines[0]
+    assert f'**{match} of {total} lines**' in lines[0]
     seeds = recorded.get(chapter.SEED_NOTEBOOK, chapter.SEED_VERDICTS_KEY)
     claims_line = next(line for line in lines if 'claims about TinyAgent' in line)
     for kind, n in Counter(v['kind'] for v in seeds).items():
@@ -92,7 +92,7 @@ def test_a_record_not_yet_written_leaves_its_line_out(tmp_path):
     folder = tmp_path / 'empty'
     folder.mkdir()
     lines = front_door.glance_lines(Recorded(folder))
-    assert len(lines) == 1 and lines[0].startswith('- **Exact arithmetic**: 0 of the ')
+    assert len(lines) == 1 and lines[0].startswith('- **Exact arithmetic**: **0 of ')
 
 
 def test_the_clip_higher_key_is_notebook_06s():
@@ -111,3 +111,18 @@ def test_writing_replaces_only_the_block_and_needs_its_markers(tmp_path):
     page.write_text('# no markers\n', encoding='utf-8')
     with pytest.raises(ValueError, match='markers'):
         front_door.write_glance(page, recorded)
+
+
+NUMBER_WORDS = ('no', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten')
+
+
+def test_the_notebook_map_says_which_exercises_notebook_10_answers():
+    # the row names as many exercises, and the same ones, as notebook 10 records answers for
+    stem, _, keys = next(entry for entry in chapter.BEYOND if entry[0] == '10_exercises')
+    recorded = Recorded(RESULTS)
+    answered = sorted(int(key.split('_')[1]) for key in keys
+                      if key.startswith('exercise_') and recorded.get(stem, key))
+    row = next(line for line in README.read_text(encoding='utf-8').splitlines() if f'[{stem}]' in line)
+    question = row.split('|')[3]
+    assert f'{NUMBER_WORDS[len(answered)].capitalize()} of the chapter\'s' in question, question
+    assert answered == list(range(answered[0], answered[-1] + 1)) and f'({answered[0]}–{answered[-1]};' in question
