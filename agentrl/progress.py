@@ -1,11 +1,33 @@
-"""Progress bars for long loops, for a person watching: a tqdm bar at a terminal, a bar in the notebook in Jupyter.
+"""Progress bars for long loops, for a person watching: a tqdm bar at a terminal, a bar in the notebook in Jupyter;
+and a heartbeat for the notebook runner, which shows no bars but must tell a long computation from a hang.
 
 Nothing is shown when AGENTRL_PROGRESS is '0' (the notebook runner sets it, so saved notebooks and CI logs hold no
-bars), in CI, or when stderr is neither a terminal nor a Jupyter kernel's.
+bars), in CI, or when stderr is neither a terminal nor a Jupyter kernel's. The heartbeat is a file outside the notebook
+(so it never changes a saved notebook), named by AGENTRL_HEARTBEAT, which only the runner sets: every step of a
+progress() loop touches it, in the kernel and in the worker processes it starts (they inherit the variable).
 """
 import html
+import json
 import os
 import sys
+
+HEARTBEAT = 'AGENTRL_HEARTBEAT'  # the variable naming the file the notebook runner watches for signs of life
+
+
+def beat(**event):
+    """Tell the notebook runner, if one watches, that work goes on: touch its heartbeat file, or with keywords (run=...,
+    seconds=...) append them to it as one line of JSON. Does nothing when AGENTRL_HEARTBEAT is unset."""
+    path = os.environ.get(HEARTBEAT)
+    if not path:
+        return
+    try:
+        if event:
+            with open(path, 'a') as file:  # one short write per line: lines from several processes do not mix
+                file.write(json.dumps(event) + '\n')
+        else:
+            os.utime(path)
+    except OSError:  # the runner has gone, and its folder with it: nobody listens
+        pass
 
 
 def where_shown():
@@ -54,12 +76,19 @@ def _notebook_iter(iterable, desc, total):
         bar.advance()
 
 
+def _beating(iterable):
+    for item in iterable:
+        yield item
+        beat()
+
+
 def progress(iterable, desc=None, total=None):
-    """`iterable`, with a bar naming `desc` and counting steps where a person can see it; else unchanged."""
-    shown = where_shown()
+    """`iterable`, with a bar naming `desc` and counting steps where a person can see it, and a heartbeat after each
+    step under the notebook runner; else unchanged."""
+    shown, steps = where_shown(), iterable
     if shown == 'notebook':
-        return _notebook_iter(iterable, desc, total)
-    if shown == 'terminal':
+        steps = _notebook_iter(iterable, desc, total)
+    elif shown == 'terminal':
         from tqdm import tqdm
-        return tqdm(iterable, desc=desc, total=total, leave=False)
-    return iterable
+        steps = tqdm(iterable, desc=desc, total=total, leave=False)
+    return _beating(steps) if os.environ.get(HEARTBEAT) else steps

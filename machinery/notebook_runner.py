@@ -1,23 +1,29 @@
 """Execute notebooks headlessly with papermill and commit their outputs only when they succeed.
 
 Usage: python -m machinery.notebook_runner NOTEBOOK.ipynb [...] [-p NAME VALUE ...] [--output DIR]
-       [--cell-timeout SECONDS]
+       [--silence-limit SECONDS]
 
 Each notebook runs into a temporary file beside its destination; what changes from run to run
 (papermill and nbclient timings, paths, the injected cell's random id) is stripped; only then is the
 destination replaced. Mistakes are refused before a kernel starts: a parameter the notebook's
 `parameters` cell does not assign, or parameters without --output (which would overwrite the committed
 notebook). A run with other parameters than the committed ones publishes its results and figures aside
-(agentrl.side_runs), never over the committed ones. Any failure (a cell raising, the kernel dying, a
-cell outrunning the per-cell limit, a file that is not a notebook) leaves the destination untouched, and
+(agentrl.side_runs), never over the committed ones. Any failure (a cell raising, the kernel dying, the
+kernel silent for longer than the silence limit, a file that is not a notebook) leaves the destination untouched, and
 the command exits 1 with one line naming the notebook and the cell as a reader counts it: "cell 7 (the 4th
 code cell), starting '...'", and leaves the committed results and figures as they were too (the kernel writes
 them into a staging folder that is published only when the whole notebook succeeded).
 
-A successful run prints one line per notebook, its name and how long it took, and under it at most one line counting
-what the kernel printed outside the notebook (its own stdout and stderr, captured into a file: a training worker's
-warning, a C library's message) and the warnings the run logged; a failed run prints that captured output in full under
-its FAILED line. The kernel talks to the runner over IPC sockets in a private temporary folder, not over TCP.
+A cell may run as long as it keeps showing signs of life: output, a display update, or a beat of the heartbeat file
+that agentrl.progress touches on every training step (in the kernel or its workers) and on every run loaded or trained.
+Only a kernel silent for the silence limit is taken for hung and stopped. The runs a notebook loaded from the run cache
+and trained are counted in one line under its summary (and under a FAILED or STOPPED line: every run trained before
+is saved, so a re-run starts from them).
+
+A successful run prints one line per notebook, its name and how long it took, under it the runs count if it used any,
+and at most one line counting what the kernel printed outside the notebook (its own stdout and stderr, captured into a
+file: a training worker's warning, a C library's message) and the warnings the run logged; a failed run prints that
+captured output in full under its FAILED line. The kernel talks to the runner over IPC sockets in a private temporary folder, not over TCP.
 
 SIGINT, SIGTERM or SIGHUP stops the run: the kernel, its training workers and their grading workers end within a few
 seconds (agentrl.stopping), no temporary file or staging folder stays, the destination, results and figures are left
@@ -36,13 +42,14 @@ from agentrl import stopping
 from agentrl.atomic import atomic_output
 from agentrl.side_runs import DESTINATIONS, aside
 from agentrl.paths import figures_dir, results_dir
-from machinery.notebook_kernel import (ENGINE, RunningKernel, collected_warnings, failure_detail,
-                                     register_engine, stop_kernels, warnings_line)
+from machinery.notebook_kernel import (ENGINE, KernelSilent, RunningKernel, collected_warnings, failure_detail,
+                                     register_engine, runs_line, stop_kernels, warnings_line)
 from machinery.notebook_cells import PARAMETERS_TAG, first_tagged, read_notebook, where
 from machinery.notebook_outputs import cache_rebuilds, strip_volatile
 
 KERNEL = 'agentrl-ch10'
-CELL_TIMEOUT = 1800  # seconds one cell may run before the run fails; generous, so only a hang trips it
+SILENCE_LIMIT = 600  # seconds a cell may run with no sign of life before it is taken for hung: a training step or
+#   a run's evaluation on a busy machine beats well within it, and a hang is caught in ten minutes, not hours
 
 
 class NotebookFailed(RuntimeError):
@@ -74,27 +81,28 @@ def check_parameters(src, nb, parameters):
                          f"'{PARAMETERS_TAG}') are: {', '.join(known) or 'none'}")
 
 
-def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CELL_TIMEOUT):
+def execute_notebook(src, dest, parameters=None, kernel=KERNEL, silence_limit=SILENCE_LIMIT):
     """Run notebook src with papermill (cwd = its folder) and atomically write the stripped result to dest.
 
     Raises NotebookFailed, leaving dest as it was, for an unknown parameter, for parameters with dest = src, for a
-    file that is not a notebook, and for a cell that raises, kills the kernel or runs longer than cell_timeout s.
+    file that is not a notebook, and for a cell that raises, kills the kernel or shows no sign of life (output, a
+    heartbeat) for silence_limit s.
     A stopping.Stopped raised meanwhile (a signal, under main) ends the kernel's processes and propagates with
     `written` (whether dest was replaced) and `where` (the cell running, or None) set; dest is as it was unless written.
     Afterwards, successful or not, RunningKernel.output holds what the kernel printed outside the notebook and
-    RunningKernel.warnings what the run logged.
+    RunningKernel.warnings what the run logged, RunningKernel.runs the runs it loaded or trained.
     """
     import nbformat
     import papermill
     from jupyter_client.kernelspec import NoSuchKernel
-    from nbclient.exceptions import CellTimeoutError, DeadKernelError
+    from nbclient.exceptions import DeadKernelError
 
-    RunningKernel.output, RunningKernel.warnings, RunningKernel.rebuilt = '', [], []
+    RunningKernel.output, RunningKernel.warnings, RunningKernel.rebuilt, RunningKernel.runs = '', [], [], []
     src, dest, parameters = Path(src), Path(dest), dict(parameters or {})
     if not src.is_file():
         raise FileNotFoundError(f'no notebook at {src}')
-    if int(cell_timeout) != cell_timeout or cell_timeout <= 0:
-        raise ValueError(f'cell_timeout must be a positive whole number of seconds, not {cell_timeout!r}')
+    if isinstance(silence_limit, bool) or not isinstance(silence_limit, (int, float)) or not silence_limit > 0:
+        raise ValueError(f'silence_limit must be a positive number of seconds, not {silence_limit!r}')
     nb, reason = read_notebook(src)
     if nb is None:
         raise NotebookFailed(f'{src}: no cell ran: the file is {reason}')
@@ -115,7 +123,7 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
                 with environment(AGENTRL_PROGRESS='0'), collected_warnings(RunningKernel.warnings):
                     papermill.execute_notebook(str(src), str(tmp), parameters=parameters, kernel_name=kernel,
                                                engine_name=ENGINE, cwd=str(src.parent), progress_bar=False,
-                                               log_output=False, execution_timeout=int(cell_timeout))
+                                               log_output=False, silence_limit=silence_limit)
             except stopping.Stopped as stop:  # end the kernel and its workers before the staging folder goes
                 stop.where = None if RunningKernel.cell is None else where(nb, parameters, RunningKernel.cell)
                 stop_kernels(before)  # (the Client did, unless the signal came while the kernel started)
@@ -126,10 +134,11 @@ def execute_notebook(src, dest, parameters=None, kernel=KERNEL, cell_timeout=CEL
             except DeadKernelError as err:
                 raise NotebookFailed(f'{src}: {where(nb, parameters, getattr(err, "executed_index", None))}: '
                                      f'the kernel died while running it') from None
-            except CellTimeoutError as err:
+            except KernelSilent as err:
                 raise NotebookFailed(f'{src}: {where(nb, parameters, getattr(err, "executed_index", None))}: '
-                                     f'still running after the cell limit of {int(cell_timeout)} s '
-                                     f'(raise it with --cell-timeout SECONDS)') from None
+                                     f'silent for {err.seconds} s (no output, progress line or run finished; the '
+                                     f'limit is {silence_limit:g} s), taken for hung and stopped (allow longer '
+                                     f'silences with --silence-limit SECONDS)') from None
             except NoSuchKernel:
                 raise NotebookFailed(f'{src}: no cell ran: no Jupyter kernel named {kernel!r} is installed') from None
             except Exception as err:  # anything else papermill or nbclient raises: still say where it happened
@@ -162,13 +171,14 @@ def parse_value(text):
 
 
 def positive_seconds(text):
-    """--cell-timeout's value: a positive whole number of seconds."""
+    """--silence-limit's value: a positive whole number of seconds."""
     try:
         seconds = int(text)
     except ValueError:
         seconds = 0
     if seconds <= 0:
-        raise argparse.ArgumentTypeError(f'expected a positive whole number of seconds, got {text!r}')
+        raise argparse.ArgumentTypeError(f'expected a positive whole number of seconds (the longest a cell may go '
+                                         f'without output or progress, default {SILENCE_LIMIT}), got {text!r}')
     return seconds
 
 
@@ -244,8 +254,10 @@ def main(argv=None):
     parser.add_argument('-p', '--parameter', nargs=2, action='append', default=[], metavar=('NAME', 'VALUE'))
     parser.add_argument('--output', type=Path, metavar='DIR',
                         help='write executed notebooks here instead of in place (required with -p)')
-    parser.add_argument('--cell-timeout', type=positive_seconds, default=CELL_TIMEOUT, metavar='SECONDS',
-                        help=f'fail when one cell runs longer than this (default {CELL_TIMEOUT})')
+    parser.add_argument('--silence-limit', type=positive_seconds, default=SILENCE_LIMIT, metavar='SECONDS',
+                        help='fail when a running cell shows no sign of life (output, a progress step, a run '
+                             f'finished) for this long; a cell that keeps making progress is never stopped '
+                             f'(default {SILENCE_LIMIT})')
     args = parser.parse_args(argv)
     parameters = {name: parse_value(value) for name, value in args.parameter}
     with stopping.raise_on_signals(), side_run_folders(args.output):
@@ -255,12 +267,14 @@ def main(argv=None):
                 dest = path if args.output is None else args.output / path.name
                 started = time.monotonic()
                 try:
-                    execute_notebook(path, dest, parameters, cell_timeout=args.cell_timeout)
+                    execute_notebook(path, dest, parameters, silence_limit=args.silence_limit)
                 except (NotebookFailed, OSError) as err:
                     detail = failure_detail(RunningKernel.output, RunningKernel.warnings)
-                    print(f'FAILED: {err}' + (f'\n{detail}' if detail else ''), file=sys.stderr)
+                    lines = [f'FAILED: {err}', runs_line(RunningKernel.runs, finished=False), detail]
+                    print('\n'.join(filter(None, lines)), file=sys.stderr)
                     return 1
-                summary = warnings_line(RunningKernel.output, RunningKernel.warnings)
+                summary = '\n'.join(filter(None, [runs_line(RunningKernel.runs, finished=True),
+                                                  warnings_line(RunningKernel.output, RunningKernel.warnings)]))
                 rebuilt = RunningKernel.rebuilt
                 if rebuilt:
                     summary = '\n'.join(filter(None, [summary, f'  {len(rebuilt)} cached file'
@@ -269,7 +283,8 @@ def main(argv=None):
                 print(f'{path}: {time.monotonic() - started:.1f} s' + (f'\n{summary}' if summary else ''), flush=True)
         except stopping.Stopped as stop:
             RunningKernel.stopped = True
-            print(stopped_line(stop, path, dest if path else None), file=sys.stderr, flush=True)
+            lines = [stopped_line(stop, path, dest if path else None), runs_line(RunningKernel.runs, finished=False)]
+            print('\n'.join(filter(None, lines)), file=sys.stderr, flush=True)
             return stop.exit_code
     return 0
 

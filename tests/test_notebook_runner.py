@@ -4,6 +4,7 @@ line, and at most one more counting what the kernel printed."""
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 
 import nbformat
@@ -135,18 +136,115 @@ def test_a_dead_kernel_names_the_cell_that_killed_it(tmp_path):
     assert snapshot(tmp_path) == before
 
 
-def test_a_cell_running_past_the_limit_fails_naming_the_cell_and_the_limit(tmp_path, capsys):
-    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', 'x = 1'), ('markdown', 'then a long wait'),
-                                                ('code', 'import time\ntime.sleep(30)'), ('code', 'y = 2')])
-    out = tmp_path / 'out'
-    out.mkdir()
-    (out / 'nb.ipynb').write_bytes(COMMITTED)
+# A long cell is judged by its silence, not its length: the tests scale the limit down to 1 s and the work to 3 s.
+PRINTS_FOR_3_S = 'import time\nfor i in range(15):\n    print("step", i, flush=True)\n    time.sleep(0.2)'
+SILENT_FOR_3_S = 'import time\ntime.sleep(3)'
+# a worker process's loop: progress() from agentrl/progress.py, loaded by itself (importing agentrl would take longer
+# than the limit), printing nothing the kernel forwards: only the heartbeat file tells the runner it works
+WORKER_BEATS_FOR_3_S = ('import importlib.util, sys, time\n'
+                        'spec = importlib.util.spec_from_file_location("progress", sys.argv[1])\n'
+                        'progress = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(progress)\n'
+                        'for _ in progress.progress(range(15)):\n    time.sleep(0.2)\n')
+
+
+def test_a_long_cell_that_keeps_printing_runs_to_the_end_under_a_short_silence_limit(tmp_path, capsys):
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', PRINTS_FOR_3_S), ('code', 'done = True')])
+    code, err = run_cli(capsys, nb, '--silence-limit', 1, '--output', tmp_path / 'out')
+    assert code == 0, err
+    outputs = nbformat.read(tmp_path / 'out' / 'nb.ipynb', as_version=4).cells[0].outputs
+    assert outputs[0].text == ''.join(f'step {i}\n' for i in range(15))
+
+
+def test_a_worker_making_progress_in_silence_is_heard_through_the_heartbeat(tmp_path, capsys):
+    import agentrl.progress
+
+    worker = tmp_path / 'worker.py'
+    worker.write_text(WORKER_BEATS_FOR_3_S)
+    starts = (f'import subprocess, sys\n'
+              f'_ = subprocess.run([sys.executable, {str(worker)!r}, {agentrl.progress.__file__!r}], check=True)')
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', starts)])
+    code, err = run_cli(capsys, nb, '--silence-limit', 1, '--output', tmp_path / 'out')
+    assert code == 0, err
+    assert nbformat.read(tmp_path / 'out' / 'nb.ipynb', as_version=4).cells[0].outputs == []  # nothing saved
+
+
+def test_a_silent_cell_fails_naming_the_notebook_the_cell_and_the_silence(tmp_path, capsys):
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', 'x = 1'), ('markdown', 'then a silent wait'),
+                                                ('code', SILENT_FOR_3_S), ('code', 'y = 2')])
+    out = committed_copy(tmp_path, 'nb.ipynb')
     before = snapshot(tmp_path)
-    code, err = run_cli(capsys, nb, '--cell-timeout', 2, '--output', out)
+    started = time.monotonic()
+    code, err = run_cli(capsys, nb, '--silence-limit', 1, '--output', out)
     assert code == 1
-    assert ("nb.ipynb: cell 3 (the 2nd code cell), starting 'import time': still running after the cell limit "
-            "of 2 s (raise it with --cell-timeout SECONDS)") in err
+    assert re.search(r"nb\.ipynb: cell 3 \(the 2nd code cell\), starting 'import time': silent for [12] s \(no output, "
+                     r"progress line or run finished; the limit is 1 s\), taken for hung and stopped \(allow longer "
+                     r"silences with --silence-limit SECONDS\)", err), err
+    assert time.monotonic() - started < 3 + 10  # stopped, not waited for (kernel start and shutdown take seconds)
     assert snapshot(tmp_path) == before
+
+
+def test_a_silence_limit_that_is_not_a_positive_whole_number_of_seconds_is_refused(tmp_path, capsys, no_kernel):
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', 'x = 1')])
+    for bad in ('0', '-5', 'ten', '1.5'):
+        with pytest.raises(SystemExit):
+            main([str(nb), '--silence-limit', bad])
+        err = capsys.readouterr().err
+        assert (f"argument --silence-limit: expected a positive whole number of seconds (the longest a cell may go "
+                f"without output or progress, default 600), got '{bad}'") in err, err
+    with pytest.raises(ValueError, match=r'silence_limit must be a positive number of seconds, not 0$'):
+        execute_notebook(nb, tmp_path / 'out.ipynb', silence_limit=0)
+
+
+# what agentrl.ch10.live.ready_runs reports through the heartbeat: two runs loaded, one trained (and then loaded again
+# by a later cell, which still counts it as trained)
+REPORTS_RUNS = ('from agentrl.progress import beat\n'
+                'beat(run="run-a.pt", seconds=None)\nbeat(run="run-b.pt", seconds=None)\n'
+                'beat(run="run-c.pt", seconds=12.5)')
+
+
+def test_the_runs_loaded_and_trained_are_counted_in_one_line_and_never_saved_into_the_notebook(tmp_path, capsys):
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', REPORTS_RUNS), ('code', 'from agentrl.progress import beat\n'
+                                                                                  'beat(run="run-c.pt", seconds=None)')])
+    assert main([str(nb), '--output', str(tmp_path / 'out')]) == 0
+    out, err = capsys.readouterr()
+    assert err == '', err
+    lines = out.splitlines()[1:]  # after the line naming --output's folders
+    assert re.fullmatch(rf'{re.escape(str(nb))}: \d+\.\d s', lines[0]), out
+    assert lines[1:] == ['  runs: 2 loaded from the run cache, 1 trained and saved to it'], out
+    assert all(cell.outputs == [] for cell in nbformat.read(tmp_path / 'out' / 'nb.ipynb', as_version=4).cells)
+
+
+def test_a_failed_run_says_how_many_runs_a_rerun_will_find_in_the_cache(tmp_path, capsys):
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', REPORTS_RUNS), ('code', 'raise ValueError("half-way")')])
+    code, err = run_cli(capsys, nb, '--output', tmp_path / 'out')
+    assert code == 1
+    assert err.splitlines()[1] == ('  runs before it ended: 2 loaded from the run cache, 1 trained and saved to it; '
+                                   'a re-run loads 3 of them from the cache'), err
+
+
+def test_ready_runs_tells_the_runner_each_run_it_loaded_or_trained(tmp_path, monkeypatch):
+    from agentrl.ch10 import experiments, live
+    from agentrl.progress import HEARTBEAT
+    from machinery.notebook_kernel import read_runs, runs_line
+
+    heartbeat = tmp_path / 'heartbeat'
+    heartbeat.touch()
+    monkeypatch.setenv(HEARTBEAT, str(heartbeat))
+    specs = [experiments.arm(name, seed=0) for name in ('a', 'b', 'c')]
+    saved = {'a'}  # a is in the run cache; b and c are trained (here: pretended, and without an RL base to hash)
+    monkeypatch.setattr(experiments, 'run_path', lambda spec: tmp_path / f'run-{spec.name}.pt')
+    monkeypatch.setattr(experiments, 'load_run', lambda spec: {'name': spec.name} if spec.name in saved else None)
+    monkeypatch.setattr(experiments, 'ensure_run', lambda spec: {'name': spec.name})
+
+    def train_runs(todo, processes, executor, done):
+        for spec in todo:
+            saved.add(spec.name)
+            done(spec.name, 3.0)
+    monkeypatch.setattr(experiments, 'train_runs', train_runs)
+    live.ready_runs(specs, processes=1, show=False)
+    events = read_runs(heartbeat)
+    assert [(e['run'], e['seconds']) for e in events] == [('run-a.pt', None), ('run-b.pt', 3.0), ('run-c.pt', 3.0)]
+    assert runs_line(events, finished=True) == '  runs: 1 loaded from the run cache, 2 trained and saved to it'
 
 
 # The kernel answers papermill's closing kernel_info request, then takes a while to finish handling it: an interrupt

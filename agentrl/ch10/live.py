@@ -10,7 +10,7 @@ import re
 from agentrl import plotting
 from agentrl.ch10 import experiments
 from agentrl.ch10.regularizers import chapter_plugins
-from agentrl.progress import where_shown
+from agentrl.progress import beat, where_shown
 from agentrl.substrate.grpo import Plugin, engine_plugins
 
 HOOKS = ('begin', 'shape_rewards', 'before_update', 'prepare', 'begin_minibatch', 'reshape_surrogate', 'extend_loss',
@@ -217,6 +217,17 @@ class _StatusBoard:
             display(Markdown(self.text()))
 
 
+def _telling(specs, then=lambda name, seconds: None):
+    """A done(name, seconds) callback for experiments.train_runs: tells the notebook runner, if one watches, which run
+    file was trained (agentrl.progress.beat; it counts them under make, where no line is shown), then calls `then`."""
+    files = {spec.name: experiments.run_path(spec).name for spec in specs}
+
+    def done(name, seconds):
+        beat(run=files[name], seconds=seconds)
+        then(name, seconds)
+    return done
+
+
 def ready_runs(specs, processes=2, show=True, executor=None):
     """Every spec's run, as experiments.run_all gives them, and one line per setting saying whether its run was
     loaded from the run cache or trained now (and in how many seconds, in a worker when processes > 1 or an executor
@@ -225,7 +236,8 @@ def ready_runs(specs, processes=2, show=True, executor=None):
     executor: any concurrent.futures.Executor to train the missing runs through (None: the Dask cluster at
     $AGENTRL_DASK_SCHEDULER if set, else `processes` local worker processes). The lines are shown as a Markdown
     display (redrawn as runs finish when someone watches a notebook), not printed: whether a run was trained depends
-    on the machine's run cache, not on the notebook, so they are not part of the notebook's printed output.
+    on the machine's run cache, not on the notebook, so they are not part of the notebook's printed output. The
+    notebook runner learns of each run loaded or trained through its heartbeat file, and counts them in its summary.
     show=False displays nothing.
     """
     names = [spec.name for spec in specs]
@@ -233,10 +245,14 @@ def ready_runs(specs, processes=2, show=True, executor=None):
         raise ValueError(f'run names must be unique, got {names}')
     inits = sorted({spec.init for spec in specs if spec.init is not None and experiments.load_run(spec.init) is None},
                    key=lambda s: s.name)
-    experiments.train_runs(inits, processes, executor)  # runs that others start from: trained first
+    experiments.train_runs(inits, processes, executor, _telling(inits))  # runs that others start from: trained first
     todo = [spec for spec in specs if experiments.load_run(spec) is None]
-    board = _StatusBoard(names, {spec.name for spec in todo}, show)
-    experiments.train_runs(todo, processes, executor, board.done)
+    missing = {spec.name for spec in todo}
+    for spec in specs:
+        if spec.name not in missing:
+            beat(run=experiments.run_path(spec).name, seconds=None)
+    board = _StatusBoard(names, missing, show)
+    experiments.train_runs(todo, processes, executor, _telling(todo, board.done))
     runs = {spec.name: experiments.ensure_run(spec) for spec in specs}  # all saved now: loaded
     board.finish()
     return runs, board.lines()
