@@ -108,7 +108,7 @@ def test_the_verdict_table_sets_seed_0_beside_the_five_seed_verdict():
     runs = fake_draw()
     resets = {name: runs[name] for name in claims.RESET_RUNS}
     five = dt.seed_verdicts(SEEDS_RUNS)
-    table = dt.verdict_table(claims.verdicts(resets), five).splitlines()
+    table = dt.verdict_table(claims.verdicts(resets, replicates=SEEDS_RUNS), five).splitlines()
     assert table[0].endswith('| five-seed verdict |')
     assert table[2].startswith('| resetting the reference lowers the KL to the reference | yes |')
     assert table[2].endswith('| 5 of 5: holds |')

@@ -18,7 +18,8 @@ def _found(ablation=()):
 
 
 def test_the_opening_counts_what_held_and_names_what_did_not():
-    ablation = [dict(key='estimators-agree', held_on_without=4, n=5, without_cost=claims.HOLDS, outcome='a',
+    ablation = [dict(key='estimators-agree', held_on_with=0, with_cost=claims.DOES_NOT_HOLD, held_on_without=4, n=5,
+                     without_cost=claims.HOLDS, outcome='a',
                      meaning='the per-turn cost is a candidate cause')]
     seed0 = [dict(key='collapse', held=True), dict(key='estimators-agree', held=True),
              dict(key='more-invalid-calls', held=True)]
@@ -26,14 +27,15 @@ def test_the_opening_counts_what_held_and_names_what_did_not():
     assert '1 of 1 hold of the mechanisms' in text and '1 of 2 hold of the softer readings' in text
     assert '*at 0.3 the k3 and k3+ losses end within 0.05 nats of each other*: true on 0 of 5 seeds.' in text
     assert 'Our reading: our reading here.' in text
-    assert 'Without the per-turn cost it is true on 4 of 5 seeds (holds): the per-turn cost is a candidate cause.' in text
+    assert ('On 5 seeds it is true on 0 with the per-turn cost (does not hold) and on 4 without it (holds): the '
+            'per-turn cost is a candidate cause.') in text
     assert 'fragile: holds, 3/5 here; does not hold, 1/5 on other stream' in text  # the hair-thin one
     assert 'on 1 it says the opposite of the five-seed verdict' in text
 
 
 def test_a_seed_that_agrees_everywhere_is_still_one_draw():
     seed0 = [dict(key='collapse', held=True), dict(key='estimators-agree', held=False)]
-    assert findings.single_draw_sentence(seed0, _found(), 0).endswith('each as the five-seed verdict has it.')
+    assert findings.single_draw_sentence(seed0, _found(), 0).endswith(', as the five-seed verdict has it.')
 
 
 def test_the_ablation_summary_counts_each_outcome():

@@ -82,11 +82,12 @@ def _explained(key, held_on, premise_held=None, explanation='r'):
 
 
 def test_a_failing_bullet_gives_the_fact_its_reading_rests_on_and_the_ablation():
-    row = dict(held_on_without=3, n=5, without_cost='holds', meaning='the cost is a candidate cause')
+    row = dict(held_on_with=1, with_cost='does not hold', held_on_without=3, n=5, without_cost='holds',
+               meaning='the cost is a candidate cause')
     shown = st.failing_bullet(_explained('a', 2, [True] * 4 + [False]), row)
     assert shown == ('*claim a* (true on 2 of 5). Our reading (in full under *Where a statement does not hold*) '
                      'rests on this fact, true on 4 of 5: '
-                     'premise a. Without the per-turn cost it is true on 3 of 5 seeds (holds): the cost is a candidate cause.')
+                     'premise a. On 5 seeds it is true on 1 with the per-turn cost (does not hold) and on 3 without it (holds): the cost is a candidate cause.')
     withheld = st.failing_bullet(_explained('b', 0, [True, False, False, False, False]), None)
     assert withheld == ('*claim b* (true on 0 of 5). The reading we would offer rests on this fact, true on only 1 of '
                         '5, so we withhold it: premise b.')
@@ -110,7 +111,8 @@ def _found():
     verdicts = [dict(key='m', kind=claims.MECHANISM, verdict=claims.HOLDS, held_on=5),
                 dict(key='a', kind=claims.MECHANISM, verdict=claims.DOES_NOT_HOLD, held_on=2),
                 dict(key='o', kind=claims.OBSERVATION, verdict=claims.HOLDS, held_on=4)]
-    ablation = [dict(key='a', held_on_without=4, n=5, without_cost='holds', outcome='a',
+    ablation = [dict(key='a', held_on_with=1, with_cost='does not hold', held_on_without=4, n=5, without_cost='holds',
+                     outcome='a',
                      meaning='the cost is a candidate cause')]
     return _Found(verdicts, ablation)
 
@@ -128,7 +130,7 @@ def test_what_we_found_is_rendered_from_the_record():
     assert '1 of 1 re-checks of the failing mechanisms holds' in bullets[0]
     assert '  - *claim a* (true on 2 of 5). Our reading (in full under *Where a statement does not hold*) rests ' \
            'on this fact, true on 5 of 5: ' \
-           'premise a. Without the per-turn cost it is true on 4 of 5 seeds (holds): the cost is a candidate cause.' in text
+           'premise a. On 5 seeds it is true on 1 with the per-turn cost (does not hold) and on 4 without it (holds): the cost is a candidate cause.' in text
     assert '1 holds once the cost is gone' in text and '**The entropy–performance law** is mixed by the rule' in text
     assert 'Clip-Cov 0.01, KL-Cov 0.2 and the adaptive KL target 0.3 (exercise 5 not answered' in text
 

@@ -21,6 +21,7 @@ def test_a_gap_below_the_tolerance_is_a_tie_and_above_it_an_order():
     assert ties.compare(0.40, 0.377, 0.01) == ties.HIGHER
     assert ties.compare(0.30, 0.377, 0.01) == ties.LOWER
     assert ties.compare(0.5, 0.25, 0.25) == ties.HIGHER  # exactly at the tolerance is a gap
+    assert ties.compare(1.0, 1.0, 0.0) == ties.TIED  # equal values tie even with no spread to measure
 
 
 def test_leaders_keeps_every_setting_within_the_tolerance_of_the_best():

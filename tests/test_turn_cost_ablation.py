@@ -56,9 +56,10 @@ def test_each_reading_of_a_failing_claim_is_set_against_the_ablation():
 
     found = [dict(key='estimators-agree', text='claim text', held_on=0, seeds=[0, 1], verdict=claims.DOES_NOT_HOLD,
                   premise=None, evidence=['a', 'b'])]
-    row = dict(key='estimators-agree', held_on_without=2, n=2, without_cost=claims.HOLDS, meaning='the cost decides')
+    row = dict(key='estimators-agree', held_on_with=0, with_cost=claims.DOES_NOT_HOLD, held_on_without=2, n=2,
+               without_cost=claims.HOLDS, meaning='the cost decides')
     text = '\n'.join(explanations.explanation_lines(found, [row]))
-    assert 'Without the per-turn cost it is true on 2 of 2 seeds (holds): the cost decides.' in text
+    assert 'On 2 seeds it is true on 0 with the per-turn cost (does not hold) and on 2 without it (holds): the cost decides.' in text
     assert 'Without the per-turn cost' not in '\n'.join(explanations.explanation_lines(found))
 
 

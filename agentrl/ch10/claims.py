@@ -381,7 +381,7 @@ def verdicts(runs, kind=None, replicates=None, claims=None):
     """
     found = []
     for c in CLAIMS if claims is None else claims:
-        if kind is not None and c.kind != kind:
+        if kind is not None and c.kind != kind or any(name not in runs for name in c.needs):
             continue
         if c.gaps and replicates is None:
             raise ValueError(f'claim {c.key!r} compares settings, so its verdict needs replicates (the runs of every '
@@ -463,10 +463,11 @@ def outcome_rule(outcomes):
 def seed_rule_text(n_seeds):
     """The rule in words for n_seeds seeds: 'holds: true on at least 3 of 5 seeds; does not hold: false on at least 3;
     ...', with how a tied seed counts."""
-    need, _ = seed_rule_counts(n_seeds)
+    need, most = seed_rule_counts(n_seeds)
+    split = '; seed-dependent on an even split' if need - most > 1 else ''
     return (f'holds: true on at least {need} of {n_seeds} seeds; does not hold: false on at least {need}; a seed whose '
             'gap is inside its one-draw tie tolerance is tied and counts for neither, and a claim left without either '
-            'majority by such seeds is *tied*')
+            f'majority by such seeds is *tied*{split}')
 
 
 def seed_count_sentence(summaries, n_seeds):

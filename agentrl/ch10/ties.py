@@ -47,7 +47,7 @@ def compare(value, other, tol):
     """'higher', 'lower' or 'tied': value against other, a gap below tol being no gap."""
     if not (math.isfinite(value) and math.isfinite(other) and math.isfinite(tol) and tol >= 0):
         raise ValueError(f'compare needs finite numbers and a tolerance >= 0, got {value!r}, {other!r}, {tol!r}')
-    if abs(value - other) < tol:
+    if abs(value - other) < tol or value == other:  # equal values tie even where the spread is zero
         return TIED
     return HIGHER if value > other else LOWER
 
