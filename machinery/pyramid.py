@@ -30,7 +30,7 @@ LAYERS = (
                    'frameworks\' options',
      ('test_mechanisms.py', 'test_covariance_regularisers.py', 'test_runs.py', 'test_live.py', 'test_claims.py',
       'test_entropy_law.py', 'test_substrate_sweep.py', 'test_framework_options.py', 'test_framework_map.py',
-      'test_framework_plugins.py', 'test_framework_claims.py', 'test_stability.py', 'test_ties.py',
+      'test_framework_plugins.py', 'test_framework_claims.py', 'test_stability.py', 'test_ties.py', 'test_tie_rule.py',
       'test_turn_cost_ablation.py', 'test_clip_higher.py', 'test_findings_text.py', 'test_collapse_text.py',
       'test_design_text.py', 'test_exercise_text.py', 'test_substrate_text.py', 'test_framework_text.py',
       'test_entropy_law_report.py', 'test_covariance_report.py', 'test_seed_tables.py', 'test_glance.py')),
