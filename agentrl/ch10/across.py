@@ -17,6 +17,7 @@ import dataclasses
 from agentrl.ch10 import claims, experiments, explanations
 
 ROBUST, SUBSTRATE_DEPENDENT, SEED_DEPENDENT = 'robust', 'substrate-dependent', 'seed-dependent'
+TIED_EVERYWHERE = 'tied'  # tied on every substrate: the noise decides nothing anywhere
 HISTORY_KEYS = ('step', 'entropy', 'reward', 'reads', 'invalid', 'kl_ref', 'signal')  # what the checks read per step
 METRIC_KEYS = ('pass1', 'pass8', 'distinct', 'invalid', 'kl_start')  # ... and of the held-out evaluation
 
@@ -66,14 +67,16 @@ def label(verdicts):
     verdicts = list(verdicts)
     if not verdicts:
         raise ValueError('a claim needs a verdict on at least one substrate to be labelled')
-    unknown = set(verdicts) - {claims.HOLDS, claims.DOES_NOT_HOLD, claims.SEED_DEPENDENT}
+    unknown = set(verdicts) - {claims.HOLDS, claims.DOES_NOT_HOLD, claims.SEED_DEPENDENT, claims.TIED}
     if unknown:
         raise ValueError(f'unknown verdicts {sorted(unknown)}; allowed: {claims.HOLDS!r}, {claims.DOES_NOT_HOLD!r}, '
-                         f'{claims.SEED_DEPENDENT!r}')
-    if len(set(verdicts)) == 1 and verdicts[0] != claims.SEED_DEPENDENT:
+                         f'{claims.SEED_DEPENDENT!r}, {claims.TIED!r}')
+    if len(set(verdicts)) == 1 and verdicts[0] in (claims.HOLDS, claims.DOES_NOT_HOLD):
         return ROBUST
     if claims.HOLDS in verdicts and claims.DOES_NOT_HOLD in verdicts:
         return SUBSTRATE_DEPENDENT
+    if set(verdicts) == {claims.TIED}:
+        return TIED_EVERYWHERE
     return SEED_DEPENDENT
 
 

@@ -1,5 +1,5 @@
-"""The chapter's TinyAgent claims at a glance: one row per claim with its verdict on seed 0, on five seeds and on six
-substrates, and a mark where the claim reads only numbers the substrate was fitted to.
+"""The chapter's TinyAgent claims at a glance: one row per claim with its verdict on seed 0, on five seeds and on every
+substrate the sweep record holds, and a mark where the claim reads only numbers the substrate was fitted to.
 
 Everything is read from the records the notebooks write (the caller loads them with agentrl.results and passes them
 in as `records`, {notebook stem: its results dict}); nothing here trains or runs a notebook.
@@ -45,7 +45,10 @@ def substrate_words(row):
     if found == across.SUBSTRATE_DEPENDENT:
         return (f'substrate-dependent: holds on {verdicts.count(claims.HOLDS)} of {len(verdicts)}, fails on '
                 f'{verdicts.count(claims.DOES_NOT_HOLD)}')
-    return f'seed-dependent on {verdicts.count(claims.SEED_DEPENDENT)} of {len(verdicts)} substrates'
+    if found == across.TIED_EVERYWHERE:
+        return f'tied on every substrate ({len(verdicts)})'
+    undecided = verdicts.count(claims.SEED_DEPENDENT) + verdicts.count(claims.TIED)
+    return f'tied or seed-dependent on {undecided} of {len(verdicts)} substrates'
 
 
 def seed_word(verdict, stable_row):
@@ -89,7 +92,7 @@ def glance_rows(records):
                          seed0=_seed_outcome(clip, 0),
                          seeds=dict(held_on=clip['held_on'], n=len(clip['seeds']), verdict=clip['verdict'],
                                     word=clip['verdict']),
-                         seeds_text=_seeds_cell(clip, None, 'batch seeds'), substrates=NOT_SWEPT,
+                         seeds_text=_seeds_cell(clip, None, 'batch seeds'), substrates=NOT_SWEPT, swept=0,
                          fitted=reads_only_fitted(needs_of(CLIP_HIGHER_KEY))))
     order = {s.number: i for i, s in enumerate(chapter.SECTIONS)}
     keyed = [c for c in claims.CLAIMS if c.key in five and c.key in seed0]
@@ -100,6 +103,7 @@ def glance_rows(records):
                                     word=seed_word(summary['verdict'], row)),
                          seeds_text=_seeds_cell(summary, row),
                          substrates=substrate_words(swept[claim.key]) if claim.key in swept else NOT_SWEPT,
+                         swept=len(swept[claim.key]['cells']) if claim.key in swept else 0,
                          fitted=reads_only_fitted(claim.needs)))
     return rows
 
@@ -113,12 +117,19 @@ def _seed_outcome(summary, seed):
     return claims.HOLDS if summary['held'][i] else claims.DOES_NOT_HOLD
 
 
+def substrate_heading(rows):
+    """'6 substrates' (or '1 substrate'): how many substrates the sweep record judged the claims on."""
+    n = max((r.get('swept', 0) for r in rows), default=0)
+    return f'{n} substrate' + ('' if n == 1 else 's')
+
+
 def legend(rows):
     """The one sentence above the table: the words, the rule, the fitted mark."""
     n = max((r['seeds']['n'] for r in rows if r['section'] != '10.6'), default=5)
     batches = next((r['seeds']['n'] for r in rows if r['section'] == '10.6'), None)
     fitted_clip = next(run for run in FITTED_RUNS if run.startswith('clip_high'))
-    return (f'Each TinyAgent claim on seed 0 (the chapter\'s single seed), on {n} seeds and on six substrates: it '
+    return (f'Each TinyAgent claim on seed 0 (the chapter\'s single seed), on {n} seeds and on '
+            f'{substrate_heading(rows)} swept by this tree\'s training code: it '
             f'**holds**, **does not hold** or is **tied** by the seed rule ({claims.seed_rule_text(n)}; "k of n" '
             'counts the seeds where it holds beyond the noise, and the tied seeds are given apart), it is **fragile** '
             'where the bare checks\' word differs on another recorded arithmetic stream, and across the substrates it '
@@ -132,7 +143,7 @@ def legend(rows):
 def markdown(rows):
     """The legend, a blank line, then the table as Markdown lines."""
     cell = lambda text: text.replace('|', '\\|')  # noqa: E731
-    lines = [legend(rows), '', '| claim | section | seed 0 | five seeds | six substrates | fitted |',
+    lines = [legend(rows), '', f'| claim | section | seed 0 | five seeds | {substrate_heading(rows)} | fitted |',
              '|---|---|---|---|---|---|']
     for r in rows:
         lines.append(f'| {cell(r["text"])} | {r["section"]} | {r["seed0"]} | {cell(r["seeds_text"])} | '
