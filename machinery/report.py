@@ -15,7 +15,7 @@ from agentrl import chapter
 from agentrl.calibration import differences, substrates
 from agentrl.calibration.fit import fit_facts, fit_note
 from agentrl.ch10 import across as across_claims
-from agentrl.ch10.claims import HOLDS, MECHANISM, OBSERVATION, seed_rule_text, verdict_line
+from agentrl.ch10.claims import HOLDS, MECHANISM, OBSERVATION, TIED, outcome_of, seed_rule_text, verdict_line
 from agentrl.ch10.clip_higher import CLAIM_KEY as CLIP_HIGHER_CLAIM_KEY
 from agentrl.ch10.collapse_text import report_claims
 from agentrl.ch10.explanations import explanation_lines
@@ -77,7 +77,8 @@ def claims_section(section, recorded):
         out.append(f'\n**{KIND_HEADINGS.get(kind, kind)}:**\n')
         for v in (v for v in found if v['kind'] == kind):
             seeds = across.get(v['key'])
-            draw = f'seed 0 {"held" if v["held"] else "did not hold"}: {v["evidence"]}'
+            said = {HOLDS: 'held', TIED: 'was tied (inside the one-draw tolerance)'}.get(outcome_of(v), 'did not hold')
+            draw = f'seed 0 {said}: {v["evidence"]}'
             if seeds:
                 out.append(f'- {v["text"]} — **{seed_phrase(seeds)}**{fragile_note(seeds, stable_rows)}; one draw, '
                            f'{draw}')

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from agentrl import chapter
+from agentrl.ch10 import claims
 from agentrl.atomic import atomic_output
 from agentrl.paths import REPO
 
@@ -30,7 +31,7 @@ def verdict_records(recorded):
     for stem in chapter.VERDICT_NOTEBOOKS:
         for v in recorded.get(stem, chapter.VERDICTS_KEY, []):
             records.append(dict(group=f'seed 0 (notebook {stem[:2]})', key=v['key'], text=v['text'],
-                                verdict='holds' if v['held'] else 'does not hold', held_on=None, seeds=None))
+                                verdict=claims.outcome_of(v), held_on=None, seeds=None))
     for group, key in (('every seed (notebook 09)', chapter.SEED_VERDICTS_KEY),
                        ('twice the scale (notebook 09)', chapter.SCALE_VERDICTS_KEY)):
         for v in recorded.get(chapter.SEED_NOTEBOOK, key, []):
