@@ -137,7 +137,9 @@ def legend(rows):
             'one, fails on every one, or depends on the substrate; *reads only fitted numbers* marks a claim that '
             f'reads only the unregularised run `none` (or the 10.6 batch at {fitted_clip}), numbers the substrate '
             'was fitted to, so its verdict is close to built in'
-            + (f' (10.6\'s claim is judged on its own {batches} batch seeds).' if batches else '.'))
+            + (f' (10.6\'s claim is judged on its own {batches} batch seeds).' if batches else '.')
+            + ' Not counted: ' + '; '.join(f'*{claims.by_key(key).text}*, which could not fail on any data ({why})'
+                                           for key, why in claims.CANNOT_FAIL.items()) + '.')
 
 
 def markdown(rows):
