@@ -117,9 +117,14 @@ def test_the_seed_table_marks_each_batch_and_counts_them():
                      rows=[dict(clip_high=c, start=0.5, end=e, above=4, above_rare=3, last_clip_frac=0.1)
                            for c, e in zip(clip_higher.SETTINGS, (0.40 + 0.1 * (k < 3), 0.41, 0.35))],
                      only_positive=[0.3, 0.31, 0.32]) for k in range(10)]
-    lines = collapse_text.seed_lines(measured, clip_higher.claim(measured))
-    assert len(lines) == 12 and lines[1].endswith('| yes') and lines[4].endswith('| no')
-    assert lines[-1].endswith('| 3 of 10')
+    claim = clip_higher.claim(measured)
+    lines = collapse_text.seed_lines(measured, claim)
+    said = {HOLDS: 'yes', DOES_NOT_HOLD: 'no', TIED: 'tied'}
+    assert len(lines) == 12
+    assert [line.rsplit('| ', 1)[1] for line in lines[1:-1]] == [said[o] for o in claim['outcomes']]
+    assert lines[1].endswith('| yes')  # 0.50 against 0.41: beyond the one-batch tolerance
+    assert lines[4].endswith('| tied')  # 0.40 against 0.41: inside it, so neither yes nor no
+    assert lines[-1].endswith(f'| {claim["held_on"]} of 10, {claim["tied_on"]} tied')
 
 
 def test_the_report_lists_the_claim_with_its_verdict():

@@ -53,12 +53,16 @@ def seed_lines(measured, claim):
 
     head = (f'batch seed | start | whole batch at {"/".join(f"{c:g}" for c in SETTINGS)} | '
             f'A > 0 only at {"/".join(f"{c:g}" for c in SETTINGS)} | tightest highest')
+    said = {HOLDS: 'yes', DOES_NOT_HOLD: 'no', TIED: 'tied'}
+    outcomes = claim.get('outcomes') or [HOLDS if held else DOES_NOT_HOLD for held in claim['held']]
     rows = [f'{m["seed"]:>10} | {m["rows"][0]["start"]:5.3f} | {cells(r["end"] for r in m["rows"])} | '
-            f'{cells(m["only_positive"])} | {"yes" if held else "no"}' for m, held in zip(measured, claim['held'])]
+            f'{cells(m["only_positive"])} | {said[outcome]}' for m, outcome in zip(measured, outcomes)]
     means = [sum(values) / len(values) for values in zip(*[[r['end'] for r in m['rows']] for m in measured])]
     positive = [sum(values) / len(values) for values in zip(*[m['only_positive'] for m in measured])]
+    tied = outcomes.count(TIED)
     return [head] + rows + [f'{"mean":>10} | {sum(m["rows"][0]["start"] for m in measured) / len(measured):5.3f} | '
-                            f'{cells(means)} | {cells(positive)} | {claim["held_on"]} of {len(measured)}']
+                            f'{cells(means)} | {cells(positive)} | {claim["held_on"]} of {len(measured)}'
+                            + (f', {tied} tied' if tied else '')]
 
 
 # --- sentences -----------------------------------------------------------------------------------------------------
@@ -211,7 +215,7 @@ def claim_note(claim):
     edge = claim['held_on'] in (claim['holds_from'], claim['fails_up_to'])
     return (f"**3. The book's reading as a claim.** The book's batch ends with the most entropy at the tightest clip "
             f'({and_join(f"{book[k]:.3f}" for k in keys)} at {EPS} = {and_join(keys)}). Judged like every other claim '
-            f'({seed_rule_text(n)}), {batch_counts(claim)}: it **{claim["verdict"]}**' + (', one batch from the other word' if edge else '') + '. '
+            f'({seed_rule_text(n)}), it {batch_counts(claim)}: it **{claim_verb(claim["verdict"])}**' + (', one batch from the other word' if edge else '') + '. '
             f'The setting that ends highest is {and_join(f"{k} on {n_top}" for k, n_top in claim["highest_on"].items())}. '
             f'What the batches do show is the loosest clip ending lowest: {EPS} = {tight} ends above {loose} on '
             f'{claim["tightest_above_loosest_on"]} of {n} batches, and their means over the {n} '
