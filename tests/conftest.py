@@ -26,6 +26,7 @@ VERDICT_RECORD = []
 PROBES_TO_RECORD = []  # (file to record, its text) for an arithmetic no probe of this CPU vendor is recorded for
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected: only the tests that run are counted and probed for
 def pytest_collection_modifyitems(config, items):
     """Skip the snapshot tests where this machine computes other bits than the committed outputs: there they would
     fail on the last digit whatever the code does. The verdict tests run everywhere: where the bits differ they are
