@@ -101,14 +101,14 @@ def runs_line(events, finished):
     """The one line saying how many distinct runs a notebook loaded from the run cache and how many it trained (and
     saved there), or None if it used none. A run both trained and loaded (by a later cell) counts as trained.
     finished=False: the run stopped or failed, and the line says a re-run starts from what was saved."""
-    trained = {event['run'] for event in events if event.get('seconds') is not None}
-    loaded = {event['run'] for event in events} - trained
     if not events:
         return None
+    trained = {event['run'] for event in events if event.get('seconds') is not None}
+    loaded = {event['run'] for event in events} - trained
     counts = f'{len(loaded)} loaded from the run cache, {len(trained)} trained and saved to it'
     if finished:
         return f'  runs: {counts}'
-    return f'  runs before it ended: {counts}; a re-run loads {len(loaded) + len(trained)} of them from the cache'
+    return f'  runs before it ended: {counts}; a re-run loads these {len(loaded) + len(trained)} from the run cache'
 
 
 class WarningCollector(logging.Handler):
@@ -168,10 +168,10 @@ def register_engine():
 
     An exception escaping a cell (the kernel dying, the kernel silent too long) carries the index of the cell
     papermill was running as `executed_index`; a silent kernel is killed rather than asked to shut down (asked, a
-    busy kernel answers with a traceback of its own on stderr). On a stop signal (stopping.Stopped) the kernel and its workers
-    are ended before nbclient cleans up (asked to shut down, a busy kernel is first interrupted: a KeyboardInterrupt
-    traceback). The kernel leaves at once on SIGTERM, finishing a file it is writing, and when the runner ends
-    (agentrl.stopping.start_worker, run by the kernel before any cell).
+    busy kernel answers with a traceback of its own on stderr). On a stop signal (stopping.Stopped) the kernel and
+    its workers are ended before nbclient cleans up (asked to shut down, a busy kernel is first interrupted: a
+    KeyboardInterrupt traceback). The kernel leaves at once on SIGTERM, finishing a file it is writing, and when the
+    runner ends (agentrl.stopping.start_worker, run by the kernel before any cell).
     """
     from jupyter_client.manager import AsyncKernelManager
     from nbclient.exceptions import DeadKernelError

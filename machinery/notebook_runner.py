@@ -23,7 +23,8 @@ is saved, so a re-run starts from them).
 A successful run prints one line per notebook, its name and how long it took, under it the runs count if it used any,
 and at most one line counting what the kernel printed outside the notebook (its own stdout and stderr, captured into a
 file: a training worker's warning, a C library's message) and the warnings the run logged; a failed run prints that
-captured output in full under its FAILED line. The kernel talks to the runner over IPC sockets in a private temporary folder, not over TCP.
+captured output in full under its FAILED line. The kernel talks to the runner over IPC sockets in a private temporary
+folder, not over TCP.
 
 SIGINT, SIGTERM or SIGHUP stops the run: the kernel, its training workers and their grading workers end within a few
 seconds (agentrl.stopping), no temporary file or staging folder stays, the destination, results and figures are left

@@ -4,7 +4,6 @@ line, and at most one more counting what the kernel printed."""
 import os
 import re
 import tempfile
-import time
 from pathlib import Path
 
 import nbformat
@@ -173,13 +172,11 @@ def test_a_silent_cell_fails_naming_the_notebook_the_cell_and_the_silence(tmp_pa
                                                 ('code', SILENT_FOR_3_S), ('code', 'y = 2')])
     out = committed_copy(tmp_path, 'nb.ipynb')
     before = snapshot(tmp_path)
-    started = time.monotonic()
     code, err = run_cli(capsys, nb, '--silence-limit', 1, '--output', out)
     assert code == 1
     assert re.search(r"nb\.ipynb: cell 3 \(the 2nd code cell\), starting 'import time': silent for [12] s \(no output, "
                      r"progress line or run finished; the limit is 1 s\), taken for hung and stopped \(allow longer "
                      r"silences with --silence-limit SECONDS\)", err), err
-    assert time.monotonic() - started < 3 + 10  # stopped, not waited for (kernel start and shutdown take seconds)
     assert snapshot(tmp_path) == before
 
 
@@ -203,8 +200,8 @@ REPORTS_RUNS = ('from agentrl.progress import beat\n'
 
 
 def test_the_runs_loaded_and_trained_are_counted_in_one_line_and_never_saved_into_the_notebook(tmp_path, capsys):
-    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', REPORTS_RUNS), ('code', 'from agentrl.progress import beat\n'
-                                                                                  'beat(run="run-c.pt", seconds=None)')])
+    loads_again = 'from agentrl.progress import beat\nbeat(run="run-c.pt", seconds=None)'
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', REPORTS_RUNS), ('code', loads_again)])
     assert main([str(nb), '--output', str(tmp_path / 'out')]) == 0
     out, err = capsys.readouterr()
     assert err == '', err
@@ -219,7 +216,7 @@ def test_a_failed_run_says_how_many_runs_a_rerun_will_find_in_the_cache(tmp_path
     code, err = run_cli(capsys, nb, '--output', tmp_path / 'out')
     assert code == 1
     assert err.splitlines()[1] == ('  runs before it ended: 2 loaded from the run cache, 1 trained and saved to it; '
-                                   'a re-run loads 3 of them from the cache'), err
+                                   'a re-run loads these 3 from the run cache'), err
 
 
 def test_ready_runs_tells_the_runner_each_run_it_loaded_or_trained(tmp_path, monkeypatch):
