@@ -21,7 +21,7 @@ from agentrl.ch10.collapse_text import report_claims
 from agentrl.ch10.explanations import explanation_lines
 from agentrl.ch10 import glance
 from agentrl.paths import MAINTAINING, README, REPO, REPRODUCTION
-from machinery import verdict_shift
+from machinery import front_door, verdict_shift
 from machinery.readme_blocks import (fragile_note, replace_between_markers, seed_counts, with_faithfulness,
                                      with_timings, write_text)
 from machinery.recorded import Recorded, claim_counts, compare_block, seed_phrase, seed_verdicts_by_key
@@ -228,7 +228,8 @@ def main(argv=None):
     print(f'wrote {write_differences()}')
     write_glance(args.claims_page, Recorded(args.results))
     write_real_model_claims(args.claims_page, Recorded(args.results))
-    print(f'wrote the claims tables into {args.claims_page}')
+    front_door.write_glance(args.claims_page, Recorded(args.results))
+    print(f'wrote the first screen and the claims tables into {args.claims_page}')
     if args.readme.is_file():
         updated = with_faithfulness(args.readme.read_text(encoding='utf-8'), Recorded(args.results))
         if updated is None:
