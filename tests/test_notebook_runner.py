@@ -10,6 +10,7 @@ import nbformat
 import papermill
 import pytest
 
+import agentrl.progress
 from agentrl.paths import NOTEBOOKS
 from agentrl.side_runs import committed_parameters
 from machinery.notebook_cells import read_notebook
@@ -138,12 +139,13 @@ def test_a_dead_kernel_names_the_cell_that_killed_it(tmp_path):
 # A long cell is judged by its silence, not its length: the tests scale the limit down to 1 s and the work to 3 s.
 PRINTS_FOR_3_S = 'import time\nfor i in range(15):\n    print("step", i, flush=True)\n    time.sleep(0.2)'
 SILENT_FOR_3_S = 'import time\ntime.sleep(3)'
-# a worker process's loop: progress() from agentrl/progress.py, loaded by itself (importing agentrl would take longer
-# than the limit), printing nothing the kernel forwards: only the heartbeat file tells the runner it works
-WORKER_BEATS_FOR_3_S = ('import importlib.util, sys, time\n'
-                        'spec = importlib.util.spec_from_file_location("progress", sys.argv[1])\n'
-                        'progress = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(progress)\n'
-                        'for _ in progress.progress(range(15)):\n    time.sleep(0.2)\n')
+# agentrl/progress.py loaded by itself, in a kernel or a worker: importing agentrl (and torch) would take seconds, longer
+# than the tests' silence limit
+LOADS_PROGRESS = ('import importlib.util\n'
+                  f'spec = importlib.util.spec_from_file_location("progress", {agentrl.progress.__file__!r})\n'
+                  'progress = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(progress)\n')
+# a worker process's loop, printing nothing the kernel forwards: only the heartbeat file tells the runner it works
+WORKER_BEATS_FOR_3_S = LOADS_PROGRESS + 'import time\nfor _ in progress.progress(range(15)):\n    time.sleep(0.2)\n'
 
 
 def test_a_long_cell_that_keeps_printing_runs_to_the_end_under_a_short_silence_limit(tmp_path, capsys):
@@ -155,12 +157,9 @@ def test_a_long_cell_that_keeps_printing_runs_to_the_end_under_a_short_silence_l
 
 
 def test_a_worker_making_progress_in_silence_is_heard_through_the_heartbeat(tmp_path, capsys):
-    import agentrl.progress
-
     worker = tmp_path / 'worker.py'
     worker.write_text(WORKER_BEATS_FOR_3_S)
-    starts = (f'import subprocess, sys\n'
-              f'_ = subprocess.run([sys.executable, {str(worker)!r}, {agentrl.progress.__file__!r}], check=True)')
+    starts = f'import subprocess, sys\n_ = subprocess.run([sys.executable, {str(worker)!r}], check=True)'
     nb = write_notebook(tmp_path / 'nb.ipynb', [('code', starts)])
     code, err = run_cli(capsys, nb, '--silence-limit', 1, '--output', tmp_path / 'out')
     assert code == 0, err
@@ -194,13 +193,12 @@ def test_a_silence_limit_that_is_not_a_positive_whole_number_of_seconds_is_refus
 
 # what agentrl.ch10.live.ready_runs reports through the heartbeat: two runs loaded, one trained (and then loaded again
 # by a later cell, which still counts it as trained)
-REPORTS_RUNS = ('from agentrl.progress import beat\n'
-                'beat(run="run-a.pt", seconds=None)\nbeat(run="run-b.pt", seconds=None)\n'
-                'beat(run="run-c.pt", seconds=12.5)')
+REPORTS_RUNS = LOADS_PROGRESS + ('progress.beat(run="run-a.pt", seconds=None)\n'
+                                 'progress.beat(run="run-b.pt", seconds=None)\nprogress.beat(run="run-c.pt", seconds=12.5)')
 
 
 def test_the_runs_loaded_and_trained_are_counted_in_one_line_and_never_saved_into_the_notebook(tmp_path, capsys):
-    loads_again = 'from agentrl.progress import beat\nbeat(run="run-c.pt", seconds=None)'
+    loads_again = LOADS_PROGRESS + 'progress.beat(run="run-c.pt", seconds=None)'
     nb = write_notebook(tmp_path / 'nb.ipynb', [('code', REPORTS_RUNS), ('code', loads_again)])
     assert main([str(nb), '--output', str(tmp_path / 'out')]) == 0
     out, err = capsys.readouterr()
@@ -218,6 +216,22 @@ def test_a_failed_run_says_how_many_runs_a_rerun_will_find_in_the_cache(tmp_path
     assert err.splitlines()[1] == ('  runs before it ended: 2 loaded from the run cache, 1 trained and saved to it; '
                                    'a re-run loads these 3 from the run cache'), err
 
+
+
+def test_a_stopped_run_says_how_many_runs_a_rerun_will_find_in_the_cache(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    stops = 'import os, signal, time\nos.kill(os.getppid(), signal.SIGTERM)  # the runner, as `kill` would\ntime.sleep(30)'
+    nb = write_notebook(tmp_path / 'nb.ipynb', [('code', REPORTS_RUNS), ('code', stops)])
+    done = subprocess.run([sys.executable, '-m', 'machinery.notebook_runner', str(nb), '--output', str(tmp_path / 'out')],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == -signal.SIGTERM, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith(f"STOPPED by SIGTERM: {nb} was interrupted in cell 2 (the 2nd code cell)"), done.stderr
+    assert lines[1:] == ['  runs before it ended: 2 loaded from the run cache, 1 trained and saved to it; '
+                         'a re-run loads these 3 from the run cache'], done.stderr
 
 def test_ready_runs_tells_the_runner_each_run_it_loaded_or_trained(tmp_path, monkeypatch):
     from agentrl.ch10 import experiments, live
