@@ -49,8 +49,8 @@ from machinery.notebook_cells import PARAMETERS_TAG, first_tagged, read_notebook
 from machinery.notebook_outputs import cache_rebuilds, strip_volatile
 
 KERNEL = 'agentrl-ch10'
-SILENCE_LIMIT = 600  # seconds a cell may run with no sign of life before it is taken for hung: a training step or
-#   a run's evaluation on a busy machine beats well within it, and a hang is caught in ten minutes, not hours
+SILENCE_LIMIT = 600  # seconds a cell may run with no sign of life before it is taken for hung: a training step, or
+#   a run's final evaluation, takes far less even on a busy laptop, and a hang is caught in ten minutes, not hours
 
 
 class NotebookFailed(RuntimeError):
@@ -257,7 +257,7 @@ def main(argv=None):
                         help='write executed notebooks here instead of in place (required with -p)')
     parser.add_argument('--silence-limit', type=positive_seconds, default=SILENCE_LIMIT, metavar='SECONDS',
                         help='fail when a running cell shows no sign of life (output, a progress step, a run '
-                             f'finished) for this long; a cell that keeps making progress is never stopped '
+                             'finished) for this long; a cell that keeps making progress is never stopped '
                              f'(default {SILENCE_LIMIT})')
     args = parser.parse_args(argv)
     parameters = {name: parse_value(value) for name, value in args.parameter}
