@@ -70,7 +70,7 @@ def verdict_summary(record):
         said.append(f'the verdicts recorded by {len(verdicts)} executed notebooks '
                     f'({", ".join(e["notebook"][:2] for e in verdicts)}): {held} equal to the committed ones'
                     + (f', {len(moved)} moved: ' + '; '.join(moved) if moved else '')
-                    + (f'; {len(exempt)} exempt (labelled tied or fragile, not compared): ' + '; '.join(exempt)
+                    + (f'; {len(exempt)} exempt, not compared: ' + '; '.join(exempt)
                        if exempt else '; none exempt')
                     + (f'; notebooks recording no verdict, only executed: {", ".join(silent)}' if silent else ''))
     return said

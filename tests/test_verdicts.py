@@ -282,9 +282,8 @@ def test_the_summary_says_what_was_checked_in_place_of_the_bits():
               dict(kind='verdicts', notebook='13_engine', checked=0, exempt=[], moved=[])]
     assert verdict_summary(record) == [
         'the lines printed by 2 exact notebooks (01, 02): 12 equal to the committed ones; 02: 1 differ',
-        'the verdicts recorded by 2 executed notebooks (07, 13): 14 equal to the committed ones; 1 exempt (labelled '
-        'tied or fragile, not compared): verdicts[more-invalid-calls] (fragile); notebooks recording no verdict, '
-        'only executed: 13']
+        'the verdicts recorded by 2 executed notebooks (07, 13): 14 equal to the committed ones; 1 exempt, not '
+        'compared: verdicts[more-invalid-calls] (fragile); notebooks recording no verdict, only executed: 13']
     moved = [dict(kind='verdicts', notebook='07_tinyagent_comparison', checked=13, exempt=[],
                   moved=[('07 verdicts[collapse]', 'holds', 'does not hold')])]
     assert verdict_summary(moved) == ['the verdicts recorded by 1 executed notebooks (07): 13 equal to the committed '
@@ -363,7 +362,8 @@ def test_a_fresh_run_gives_the_committed_verdicts(name, notebook_runs):
     seed-0 draws the rounding has moved on record (named in the terminal summary as exempt). A notebook that records none is executed all the same."""
     found = compare_verdicts(verdicts_in(results.load(name, RESULTS)), verdicts_in(notebook_runs.results(name)),
                              fragile_claims(), fragile_draws())
-    VERDICT_RECORD.append(dict(kind='verdicts', notebook=name, checked=len(found['held']), exempt=found['exempt'],
+    VERDICT_RECORD.append(dict(kind='verdicts', notebook=name, checked=len(found['held']),
+                               exempt=[(f'{name[:2]} {where}', why) for where, why in found['exempt']],
                                moved=[(f'{name[:2]} {where}', before, after)
                                       for where, before, after in found['moved']]))
     assert not found['moved'], f'{name}: verdicts (where, committed, fresh) moved: {found["moved"]}'
