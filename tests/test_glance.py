@@ -43,7 +43,7 @@ def test_a_claim_reading_only_none_is_marked_and_one_reading_a_regularised_run_i
     assert claims.by_key('collapse-misses-tasks').needs == ('none',)
     rows = {r['key']: r for r in glance.glance_rows(committed_records())}
     assert rows['collapse']['fitted'] and rows['collapse-misses-tasks']['fitted']
-    for key in ('kl-ordering', 'kl-costs-pass1', 'pass8-ge-pass1', glance.CLIP_HIGHER_KEY):  # these read held-out runs
+    for key in ('kl-ordering', 'kl-costs-pass1', glance.CLIP_HIGHER_KEY):  # these read held-out runs
         assert not rows[key]['fitted'], key
     assert {k for k, r in rows.items() if r['fitted']} == {c.key for c in claims.CLAIMS if set(c.needs) <= {'none'}}
 
@@ -51,6 +51,7 @@ def test_a_claim_reading_only_none_is_marked_and_one_reading_a_regularised_run_i
 def test_robust_is_split_into_holds_and_fails_on_every_substrate():
     cells = lambda *words: {f's{i}': dict(held_on=0, seeds=5, verdict=w) for i, w in enumerate(words)}  # noqa: E731
     assert glance.substrate_words(dict(cells=cells(claims.HOLDS, claims.HOLDS))) == glance.HOLDS_EVERYWHERE
+    assert glance.substrate_words(dict(cells=cells(claims.TIED))) == 'tied (the one substrate swept)'
     assert glance.substrate_words(dict(cells=cells(claims.DOES_NOT_HOLD, claims.DOES_NOT_HOLD))) == \
         glance.FAILS_EVERYWHERE
     assert glance.substrate_words(dict(cells=cells(claims.HOLDS, claims.DOES_NOT_HOLD))).startswith(

@@ -39,6 +39,8 @@ def reads_only_fitted(needs):
 def substrate_words(row):
     """A row of across.claim_table -> its label in words; the label is recomputed from the cells by across.label."""
     verdicts = [cell['verdict'] for cell in row['cells'].values()]
+    if len(verdicts) == 1:  # one substrate swept: nothing to say about a change of substrate yet
+        return f'{verdicts[0]} (the one substrate swept)'
     found = across.label(verdicts)
     if found == across.ROBUST:
         return HOLDS_EVERYWHERE if verdicts[0] == claims.HOLDS else FAILS_EVERYWHERE
