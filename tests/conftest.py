@@ -89,8 +89,9 @@ def pytest_terminal_summary(terminalreporter, config):
         return
     checked = verdict_summary(VERDICT_RECORD)
     if _mismatch[0]:
-        terminalreporter.write_line(f'arithmetic: the {len(_skipped)} snapshot tests were skipped because '
-                                    f'{_mismatch[0]}.')
+        skipped = (f'the {len(_skipped)} snapshot tests were skipped' if _skipped
+                   else 'no snapshot test was selected, and any would have been skipped')
+        terminalreporter.write_line(f'arithmetic: {skipped} because {_mismatch[0]}.')
         if checked:
             for line in checked:
                 terminalreporter.write_line(f'arithmetic: in their place the verdict tests checked {line}')
