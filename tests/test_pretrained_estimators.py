@@ -269,3 +269,21 @@ def test_sequence_spreads_inside_the_noise_of_sixteen_replies_are_ties():
     far['sequences']['estimators'].update(k1=(1.0, 0.26), k3=(1.0, 0.42))
     text = estimator_text.sequence_finding(_study(near, far))
     assert 'k3 has the smaller spread at near' in text and 'the two tie at far' in text and 'k1 has it' not in text
+
+
+def test_sampling_beats_the_runners_heartbeat_so_a_slow_machine_is_not_taken_for_a_hang(tmp_path, monkeypatch):
+    import os
+
+    from agentrl.pretrained.sampling import sample
+
+    class Uniform:  # a stand-in language model: equal logits over 5 tokens, no cache
+        def __call__(self, ids, cache=None, use_cache=True):
+            return SimpleNamespace(logits=torch.zeros(ids.shape[0], ids.shape[1], 5), cache=None)
+
+    heartbeat = tmp_path / 'heartbeat'
+    heartbeat.touch()
+    os.utime(heartbeat, (0, 0))
+    monkeypatch.setenv('AGENTRL_HEARTBEAT', str(heartbeat))
+    drawn = sample(Uniform(), torch.tensor([1, 2]), 2, 3, torch.Generator().manual_seed(0))
+    assert drawn.tokens.shape == (2, 3)
+    assert heartbeat.stat().st_mtime > 0, 'sampling ran without telling the notebook runner'

@@ -29,6 +29,7 @@ from agentrl.cpu import adam, fixed_threads
 from agentrl.pretrained.covariance import restore
 from agentrl.pretrained.loader import MODEL_THREADS, trainable_copy
 from agentrl.pretrained.sampling import chat_ids, sample
+from agentrl.progress import beat
 
 PROMPT = 'Write a Python function that returns the sum of a list.'
 ALPHA = 0.1  # the bonus's and the KL's coefficient
@@ -296,6 +297,7 @@ def run_variants(pretrained, alpha=ALPHA, lr=LR, steps=STEPS, group=8, length=48
         losses = []
         with fixed_threads(MODEL_THREADS):
             for _ in range(steps):
+                beat()  # each Adam step through the whole model: tell the notebook runner work goes on
                 optimiser.zero_grad(set_to_none=True)
                 logp = _forward_logp(copy, ids, batch.tokens)  # [G, T, V]
                 loss = variant_loss(name, logp, batch.tokens, batch.mask, ref_logp, advantages, train_nucleus, alpha)

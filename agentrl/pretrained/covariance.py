@@ -14,6 +14,7 @@ import torch
 from agentrl.cpu import fixed_threads
 from agentrl.pretrained.loader import MODEL_THREADS, trainable_copy
 from agentrl.pretrained.sampling import chat_ids, sample
+from agentrl.progress import beat
 
 PROMPT = 'Write a Python function that returns the sum of a list.'
 LR = 1e-5  # plain SGD: small enough that the first-order rule holds to a few percent (at 1e-4 it errs by 9-27%)
@@ -203,6 +204,7 @@ def run_cases(pretrained, seed=0, n_samples=4, length=48, lr=LR, prompt=PROMPT, 
     cases, f32 = [], []
     with fixed_threads(MODEL_THREADS):
         for kind, adv in CASES:
+            beat()  # one real SGD step per case: minutes on a busy machine
             row, t = positions[kind]
             prefix = torch.cat([ids, drawn.tokens[row, :t]])  # [P + t]
             token = int(drawn.tokens[row, t])

@@ -13,6 +13,7 @@ from agentrl.core.logprobs import selected_log_probs
 from agentrl.cpu import fixed_threads
 from agentrl.pretrained.loader import MODEL_THREADS
 from agentrl.pretrained.sampling import next_token_logits
+from agentrl.progress import beat
 
 GRADIENT_KINDS = ('k1', 'k2', 'k3', 'k3+')
 
@@ -53,6 +54,7 @@ def pair_moments(name, policy_logits, ref_logits, samples):
     stds = {kind: [] for kind in KL_KINDS}
     seq = {'path_kl': [], 'k1': [], 'k2': [], 'k3': [], 'whole_k3': []}
     for z, z_ref, s in zip(policy_logits, ref_logits, samples):
+        beat()  # exact moments over 49,152 tokens per row: slow on a busy machine, never silent to the runner
         logp64, ref64 = torch.log_softmax(z.double(), -1), torch.log_softmax(z_ref.double(), -1)  # [n, T, V]
         rows = estimator_moments_rows(_rows(logp64, s.mask), _rows(ref64, s.mask))
         for kind in KL_KINDS:

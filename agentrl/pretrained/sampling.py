@@ -5,6 +5,7 @@ import torch
 
 from agentrl.cpu import fixed_threads
 from agentrl.pretrained.loader import MODEL_THREADS
+from agentrl.progress import beat
 
 
 def chat_ids(tokenizer, user, system=None):
@@ -38,6 +39,7 @@ def sample(model, prompt, n, length, generator, temperature=1.0, end_id=None):
         for t in range(length):
             probs = torch.softmax(out.logits[:, -1].float() / temperature, -1)  # [N, V]
             tokens[:, t] = torch.multinomial(probs, 1, generator=generator)[:, 0]
+            beat()  # a long sampling loop on a busy machine is work, not a hang
             if t + 1 < length:
                 out = model(tokens[:, t:t + 1], cache=out.cache, use_cache=True)
     mask = torch.ones(n, length)

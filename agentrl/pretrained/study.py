@@ -6,6 +6,7 @@ import torch
 
 from agentrl.pretrained import estimators, pairs
 from agentrl.pretrained.sampling import Samples
+from agentrl.progress import beat
 
 
 @dataclass
@@ -83,6 +84,7 @@ def run_estimator_study(pretrained, setup=pairs.Setup(), references=pairs.REFERE
     grad_samples = gradient_samples(rollouts, gradient_rows)
     records, values, clock['moments'], clock['gradients'] = [], {}, 0.0, 0.0
     for reference in references:
+        beat()  # each pair takes minutes on a busy machine: tell the notebook runner work goes on
         ref = pairs.reference_logits(pretrained, rollouts, reference, stepped)
         moments = estimators.pair_moments(reference.name, policy, ref, rollouts.samples)
         middle = time.perf_counter()
