@@ -53,9 +53,11 @@ def skip_snapshots(items, mismatch):
 
 
 def verdict_summary(record):
-    """The lines saying what the verdict tests checked (record: VERDICT_RECORD's dicts)."""
-    lines = [entry for entry in record if entry['kind'] == 'lines']
-    verdicts = [entry for entry in record if entry['kind'] == 'verdicts']
+    """The lines saying what the verdict tests checked (record: VERDICT_RECORD's dicts; one with 'failed' is a
+    notebook whose execution failed, so nothing of it was judged)."""
+    lines = [entry for entry in record if entry['kind'] == 'lines' and not entry.get('failed')]
+    verdicts = [entry for entry in record if entry['kind'] == 'verdicts' and not entry.get('failed')]
+    failed = {entry['notebook']: entry['failed'] for entry in record if entry.get('failed')}
     said = []
     if lines:
         same = sum(entry['checked'] for entry in lines)
@@ -73,6 +75,9 @@ def verdict_summary(record):
                     + (f'; {len(exempt)} exempt, not compared: ' + '; '.join(exempt)
                        if exempt else '; none exempt')
                     + (f'; notebooks recording no verdict, only executed: {", ".join(silent)}' if silent else ''))
+    if failed:
+        said.append('nothing of ' + '; '.join(f'{name} ({why})' for name, why in failed.items())
+                    + ': its execution failed')
     return said
 
 
@@ -108,12 +113,15 @@ class NotebookRuns:
     """Executes notebooks on demand into a temporary folder, once per (notebook, parameters), and caches them.
 
     Each execution records its results into a folder of its own (AGENTRL_RESULTS_DIR, inherited by the kernel), so
-    a rerun with other parameters never overwrites another run's results.
+    a rerun with other parameters never overwrites another run's results. A failed execution is remembered too:
+    every test that asks for it fails with its message, and the notebook is not executed again (several tests read
+    each notebook, and a notebook that fails after minutes would otherwise cost those minutes once per test).
     """
 
     def __init__(self, folder):
         self.folder = folder
         self.done = {}
+        self.failed = {}  # (name, parameters) -> the first execution's failure message
 
     def _tag(self, parameters):
         return '-'.join(f'{k}{v}' for k, v in sorted(parameters.items())) or 'default'
@@ -122,14 +130,20 @@ class NotebookRuns:
         """The executed notebook `name` (file stem) with the given papermill parameters, as an nbformat node."""
         import nbformat
 
-        from machinery.notebook_runner import execute_notebook
+        from machinery.notebook_runner import NotebookFailed, execute_notebook
 
         key = (name, tuple(sorted(parameters.items())))
+        if key in self.failed:
+            raise NotebookFailed(f'{self.failed[key]} (failed earlier in this session; not executed again)')
         if key not in self.done:
             where = self.folder / self._tag(parameters)
             dest = where / f'{name}.ipynb'
-            with environment(AGENTRL_RESULTS_DIR=str(where / 'results')):
-                execute_notebook(NOTEBOOKS / f'{name}.ipynb', dest, parameters)
+            try:
+                with environment(AGENTRL_RESULTS_DIR=str(where / 'results')):
+                    execute_notebook(NOTEBOOKS / f'{name}.ipynb', dest, parameters)
+            except NotebookFailed as failure:
+                self.failed[key] = str(failure)
+                raise
             self.done[key] = nbformat.read(dest, as_version=4)
         return self.done[key]
 

@@ -26,6 +26,7 @@ from agentrl.ch10 import claims, stability
 from agentrl.paths import RESULTS
 from machinery import verdict_shift
 from conftest import NOTEBOOKS, VERDICT_RECORD, skip_snapshots, verdict_summary
+from machinery.notebook_runner import NotebookFailed
 
 ALL_NOTEBOOKS = sorted(p.stem for p in NOTEBOOKS.glob('[0-9][0-9]_*.ipynb'))
 # The notebooks that train nothing: sections 10.1-10.5 compute in exact or closed form, and the pretrained model's
@@ -173,6 +174,15 @@ def line_differences(committed, fresh):
     return differ
 
 
+def from_fresh_run(kind, name, read):
+    """read(): what a fresh execution of notebook `name` gives; if it fails to execute, the summary says so."""
+    try:
+        return read()
+    except NotebookFailed as failure:
+        VERDICT_RECORD.append(dict(kind=kind, notebook=name, checked=0, exempt=[], moved=[], failed=str(failure)))
+        raise
+
+
 # --- the comparison itself, on hand-made results -----------------------------------------------------------------
 
 def seed0(key, held, **tie):
@@ -279,11 +289,14 @@ def test_the_summary_says_what_was_checked_in_place_of_the_bits():
                    moved=[('k3 | 1.000', 'k3 | 1.001')]),
               dict(kind='verdicts', notebook='07_tinyagent_comparison', checked=14,
                    exempt=[('verdicts[more-invalid-calls]', 'fragile')], moved=[]),
-              dict(kind='verdicts', notebook='13_engine', checked=0, exempt=[], moved=[])]
+              dict(kind='verdicts', notebook='13_engine', checked=0, exempt=[], moved=[]),
+              dict(kind='lines', notebook='14_real_model', checked=0, exempt=[], moved=[], failed='cell 5: silent'),
+              dict(kind='verdicts', notebook='14_real_model', checked=0, exempt=[], moved=[], failed='cell 5: silent')]
     assert verdict_summary(record) == [
         'the lines printed by 2 exact notebooks (01, 02): 12 equal to the committed ones; 02: 1 differ',
         'the verdicts recorded by 2 executed notebooks (07, 13): 14 equal to the committed ones; 1 exempt, not '
-        'compared: verdicts[more-invalid-calls] (fragile); notebooks recording no verdict, only executed: 13']
+        'compared: verdicts[more-invalid-calls] (fragile); notebooks recording no verdict, only executed: 13',
+        'nothing of 14_real_model (cell 5: silent): its execution failed']
     moved = [dict(kind='verdicts', notebook='07_tinyagent_comparison', checked=13, exempt=[],
                   moved=[('07 verdicts[collapse]', 'holds', 'does not hold')])]
     assert verdict_summary(moved) == ['the verdicts recorded by 1 executed notebooks (07): 13 equal to the committed '
@@ -342,12 +355,12 @@ def test_a_fresh_run_prints_the_committed_lines(name, notebook_runs):
     """Every line an exact notebook prints equals the committed one; a rounding flip here is fixed by printing fewer
     digits. The book's exact lines among them are found verbatim (white space collapsed) in what it prints."""
     committed = printed_lines(nbformat.read(NOTEBOOKS / f'{name}.ipynb', as_version=4))
-    fresh = printed_lines(notebook_runs.run(name))
-    differ = line_differences(committed, fresh)
+    printed = from_fresh_run('lines', name, lambda: printed_lines(notebook_runs.run(name)))
+    differ = line_differences(committed, printed)
     VERDICT_RECORD.append(dict(kind='lines', notebook=name, checked=len(committed) - sum(bool(a) for a, _ in differ),
                                exempt=[], moved=differ))
     assert not differ, f'{name}: (committed, fresh) printed lines differ: {differ}'
-    printed = {chapter.collapse(line) for line in fresh}
+    printed = {chapter.collapse(line) for line in printed}
     for block in chapter.book_blocks():
         if block.notebook == name:
             missing = [line for line, exact in zip(block.lines, block.exact) if exact and line not in printed]
@@ -360,10 +373,33 @@ def test_a_fresh_run_prints_the_committed_lines(name, notebook_runs):
 def test_a_fresh_run_gives_the_committed_verdicts(name, notebook_runs):
     """Every verdict a fresh execution records is the committed one, except those labelled tied or fragile and the
     seed-0 draws the rounding has moved on record (named in the terminal summary as exempt). A notebook that records none is executed all the same."""
-    found = compare_verdicts(verdicts_in(results.load(name, RESULTS)), verdicts_in(notebook_runs.results(name)),
-                             fragile_claims(), fragile_draws())
+    recorded = from_fresh_run('verdicts', name, lambda: notebook_runs.results(name))
+    found = compare_verdicts(verdicts_in(results.load(name, RESULTS)), verdicts_in(recorded), fragile_claims(),
+                             fragile_draws())
     VERDICT_RECORD.append(dict(kind='verdicts', notebook=name, checked=len(found['held']),
                                exempt=[(f'{name[:2]} {where}', why) for where, why in found['exempt']],
                                moved=[(f'{name[:2]} {where}', before, after)
                                       for where, before, after in found['moved']]))
     assert not found['moved'], f'{name}: verdicts (where, committed, fresh) moved: {found["moved"]}'
+
+
+def test_a_failed_execution_is_not_repeated_for_the_next_test_that_reads_it(tmp_path, monkeypatch):
+    """Several tests read each notebook; one that fails after minutes must not cost those minutes once per test."""
+    import conftest
+    from machinery import notebook_runner
+
+    calls = []
+
+    def failing(src, dest, parameters=None, **options):
+        calls.append(src)
+        raise NotebookFailed(f'{src}: cell 5: silent for 600 s')
+    monkeypatch.setattr(notebook_runner, 'execute_notebook', failing)
+    runs = conftest.NotebookRuns(tmp_path)
+    with pytest.raises(NotebookFailed, match='silent for 600 s$'):
+        runs.run('14_real_model')
+    with pytest.raises(NotebookFailed, match=r'silent for 600 s \(failed earlier in this session; not executed again'):
+        runs.results('14_real_model')
+    assert len(calls) == 1
+    with pytest.raises(NotebookFailed):
+        runs.run('14_real_model', seed=1)  # other parameters: another execution
+    assert len(calls) == 2
