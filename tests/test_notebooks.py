@@ -181,6 +181,8 @@ def test_parameters_cell_comes_first_and_holds_the_seed():
 
 
 # --- fresh runs: the notebooks executed now agree with the book, the committed outputs and the committed results
+# (the snapshot tests below run where this machine computes the committed bits; elsewhere tests/test_verdicts.py holds
+# the same executions to the committed printed lines and verdicts in their place)
 
 def png_pixels(encoded):
     """(width, height, raw scanlines) of a base64 PNG as agentrl.plotting writes them (one IDAT chunk)."""
