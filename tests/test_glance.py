@@ -87,7 +87,7 @@ def test_a_verdict_changed_in_a_results_file_makes_the_report_differ(tmp_path):
         (tmp_path / path.name).write_text(path.read_text(encoding='utf-8'), encoding='utf-8')
     seed0 = json.loads((tmp_path / '07_tinyagent_comparison.json').read_text(encoding='utf-8'))
     flipped = next(v for v in seed0[chapter.VERDICTS_KEY] if v['key'] == 'kl-ordering')
-    flipped['held'] = not flipped['held']
+    flipped['outcome'] = claims.TIED if claims.outcome_of(flipped) != claims.TIED else claims.HOLDS
     (tmp_path / '07_tinyagent_comparison.json').write_text(results.dumps(seed0), encoding='utf-8')
     assert glance_lines(Recorded(tmp_path)) != glance_lines(Recorded(RESULTS))
 

@@ -61,7 +61,8 @@ def count_words(verdicts):
 def verdict_phrase(found, v):
     """'true on 2 of 5 seeds' with, for a fragile verdict, the other stream's count."""
     phrase = f'true on {v["held_on"]} of {len(v["seeds"])} seeds' + (
-        f', tied on {v["tied_on"]}' if v.get('tied_on') else '')
+        f', tied on {v["tied_on"]} (its bare check, the noise set aside, came out the claimed way on '
+        f'{sum(v["held"])} of {len(v["seeds"])})' if v.get('tied_on') else '')
     row = found.stability_row(v['key'])
     if row['label'] == stability.FRAGILE:
         phrase += f'; fragile: {stability.fragile_phrase(row)[len("fragile: "):]}'

@@ -61,7 +61,8 @@ def seed_word(verdict, stable_row):
 def _seeds_cell(summary, stable_row, unit='seeds'):
     """'holds, 4 of 5 seeds', or for a fragile claim its word here and on the other streams."""
     k, n, tied = summary['held_on'], len(summary['seeds']), summary.get('tied_on', 0)
-    text = f'{summary["verdict"]}, {k} of {n} {unit}' + (f' ({tied} tied)' if tied else '')
+    text = f'{summary["verdict"]}, {k} of {n} {unit}' + (
+        f' ({tied} tied; the bare check true on {sum(summary["held"])})' if tied else '')
     if seed_word(summary['verdict'], stable_row) != 'fragile':
         return text
     moved = [f'{word}, {k2} of {n2} {unit} on {label}' for label, word, k2, n2 in stable_row['others']
