@@ -10,7 +10,7 @@ from agentrl.calibration import substrates
 from agentrl.ch10 import across, claims, explanations, ties
 from agentrl.fingerprint import code_fingerprint
 
-LABELS = (across.ROBUST, across.SUBSTRATE_DEPENDENT, across.SEED_DEPENDENT)
+LABELS = (across.ROBUST, across.SUBSTRATE_DEPENDENT, across.SEED_DEPENDENT, across.TIED_EVERYWHERE)
 GAP_RUNS = ('KL k3 0.3', 'KL k3+ 0.3')  # the two runs whose final entropies 'estimators-agree' compares
 
 
@@ -94,8 +94,8 @@ def claims_markdown(rows, headers):
     counts = {label: len(found) for label, found in by_label(rows).items()}
     return (across.claim_table_markdown(rows, headers) + '\n\n'
             + f'Of {len(rows)} claims, {counts[across.ROBUST]} are robust, {counts[across.SUBSTRATE_DEPENDENT]} '
-            f'substrate-dependent and {counts[across.SEED_DEPENDENT]} seed-dependent across these {len(headers)} '
-            'substrates.')
+            f'substrate-dependent, {counts[across.SEED_DEPENDENT]} seed-dependent and {counts[across.TIED_EVERYWHERE]} '
+            f'tied on every one of these {len(headers)} substrates.')
 
 
 def where_verdicts(row, names):

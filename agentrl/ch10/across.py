@@ -137,7 +137,8 @@ def premise_sentence(found, substrate_names):
 
 def cell_text(cell):
     """One substrate's cell of the claim table: seeds held, then the verdict in one letter."""
-    letter = {claims.HOLDS: 'holds', claims.DOES_NOT_HOLD: 'no', claims.SEED_DEPENDENT: 'seed'}[cell['verdict']]
+    letter = {claims.HOLDS: 'holds', claims.DOES_NOT_HOLD: 'no', claims.SEED_DEPENDENT: 'seed',
+              claims.TIED: 'tied'}[cell['verdict']]
     return f'{cell["held_on"]}/{cell["seeds"]} {letter}'
 
 
