@@ -24,11 +24,7 @@ BLOCK_START = re.compile(r'^ {0,3}(#{1,6}\s|>|[-*+]\s|\d{1,9}[.)]\s|<)')
 
 # Broken tables in hand-written text that is not this file's owners' to edit, each (document, its header row).
 # The test fails once one of them is mended and still listed here, so the list can only shrink.
-KNOWN_BROKEN = {
-    # the pin-cost table in "Arithmetic across machines" runs straight into the paragraph after it, with no blank
-    # line between: that paragraph's first words become a seventh cell of the last row, its next lines rows
-    ('MAINTAINING.md', '| workload | pinned | portable | unpinned | pinned / unpinned | portable / unpinned |'),
-}
+KNOWN_BROKEN = set()  # (document, header row) of a table known to be broken and awaiting its fix; none today
 
 
 def split_row(line):
