@@ -155,15 +155,18 @@ def test_recorded_verdicts_cover_every_claim_with_its_current_text():
 def test_recorded_seed_summaries_agree_with_their_per_seed_verdicts():
     nine = results.load(chapter.SEED_NOTEBOOK, RESULTS)
     for summary in nine[chapter.SEED_VERDICTS_KEY] + nine[chapter.SCALE_VERDICTS_KEY]:
-        assert len(summary['held']) == len(summary['seeds']) and summary['held_on'] == sum(summary['held'])
-        n, k = len(summary['seeds']), summary['held_on']
-        expected = 'holds' if 2 * k > n else ('does not hold' if 2 * k < n else 'seed-dependent')
-        assert summary['verdict'] == expected, summary['key']
-    seed0 = {v['key']: v['held'] for stem in chapter.VERDICT_NOTEBOOKS
+        assert len(summary['held']) == len(summary['outcomes']) == len(summary['seeds'])
+        assert summary['held_on'] == summary['outcomes'].count(claims.HOLDS), summary['key']
+        assert summary['tied_on'] == summary['outcomes'].count(claims.TIED), summary['key']
+        assert summary['verdict'] == claims.outcome_rule(summary['outcomes']), summary['key']
+        # a seed can be tied only where its bare check could go either way; it never holds against its bare check
+        assert all(h for h, o in zip(summary['held'], summary['outcomes']) if o == claims.HOLDS), summary['key']
+    seed0 = {v['key']: v for stem in chapter.VERDICT_NOTEBOOKS
              for v in results.load(stem, RESULTS)[chapter.VERDICTS_KEY]}
     seeds = nine[chapter.SEED_SUMMARY_KEY]['seeds']
     for summary in nine[chapter.SEED_VERDICTS_KEY]:  # notebook 09's seed 0 runs are notebooks 07 and 08's runs
-        assert summary['held'][seeds.index(0)] == seed0[summary['key']], summary['key']
+        assert summary['held'][seeds.index(0)] == seed0[summary['key']]['held'], summary['key']
+        assert summary['outcomes'][seeds.index(0)] == seed0[summary['key']]['outcome'], summary['key']
 
 
 # --- the recorded verdicts are what the runs give (trains the runs if the run cache lacks them) -----------------

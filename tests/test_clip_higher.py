@@ -93,9 +93,11 @@ def test_single_batch_checks_reproduce_the_recorded_ones():
 def test_the_recorded_claim_agrees_with_its_printed_seed_table():
     recorded = results.load(NOTEBOOK, RESULTS)
     judged, lines = recorded[clip_higher.CLAIM_KEY], recorded['clip_higher_seeds']
-    per_seed = [line.rsplit('|', 1)[1].strip() == 'yes' for line in lines[1:-1]]
-    assert per_seed == judged['held'] and judged['seeds'] == list(clip_higher.BATCH_SEEDS)
-    assert lines[-1].endswith(f'{judged["held_on"]} of {len(judged["seeds"])}')
+    said = {'yes': HOLDS, 'no': DOES_NOT_HOLD, 'tied': TIED}
+    per_seed = [said[line.rsplit('|', 1)[1].strip()] for line in lines[1:-1]]
+    assert per_seed == judged['outcomes'] and judged['seeds'] == list(clip_higher.BATCH_SEEDS)
+    tied = judged['tied_on']
+    assert lines[-1].endswith(f'{judged["held_on"]} of {len(judged["seeds"])}' + (f', {tied} tied' if tied else ''))
 
 
 def test_first_order_cases_predict_the_exact_change():

@@ -159,7 +159,10 @@ def test_the_recorded_verdict_snapshot_covers_every_verdict_the_results_hold():
     snapshot = verdict_shift.load_snapshot()
     assert snapshot is not None, 'reports/verdicts-at-1a00ea7.json is missing'
     now = verdict_shift.verdict_records(Recorded(RESULTS))
-    assert [(r['group'], r['key']) for r in snapshot['verdicts']] == [(r['group'], r['key']) for r in now]
+    from agentrl.ch10 import claims
+    # a check that could not fail on any data was a claim when the snapshot was taken, and is no longer counted
+    before = [(r['group'], r['key']) for r in snapshot['verdicts'] if r['key'] not in claims.CANNOT_FAIL]
+    assert before == [(r['group'], r['key']) for r in now]
 
 
 def test_every_setting_of_the_book_table_has_our_seed_0_row_and_seed_summary():
