@@ -34,6 +34,7 @@ from agentrl.atomic import atomic_output
 from agentrl.cpu import PINS, arithmetic, fixed_threads, pin_wanted
 from agentrl.paths import REPO
 from agentrl.pretrained.loader import MODEL_THREADS
+from machinery.probe_record import differing, digest, parse, read, render  # noqa: F401  (the record's format)
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -325,11 +326,6 @@ def probe():
     return rows
 
 
-def digest(rows):
-    """16 hex digits naming the whole arithmetic: SHA-256 over every row."""
-    return hashlib.sha256(''.join(f'{name}\0{value}\n' for name, value in rows).encode()).hexdigest()[:16]
-
-
 def setting():
     """What this process computes with: CPU, versions, the arithmetic asked for, the pin variables in force."""
     pinned = ' '.join(f'{name}={os.environ[name]!r}' for name in PINS if name in os.environ) or 'none'
@@ -343,42 +339,6 @@ def outputs_setting():
     compute the same bits write the same record."""
     about = setting()
     return {key: about[key] for key in ('arithmetic', 'torch', 'numpy', 'capability')}
-
-
-def render(rows, about):
-    """The text of a recorded probe: '# key: value' lines, then 'fingerprint  operation' per row, then the digest."""
-    head = [f'# {key}: {value}' for key, value in about.items()]
-    return '\n'.join(head + [f'{value}  {name}' for name, value in rows] + [f'# digest: {digest(rows)}']) + '\n'
-
-
-def read(path):
-    """(rows, about) from a recorded probe; a file that is not one is refused with what was expected."""
-    return parse(Path(path).read_text(encoding='utf-8'), path)
-
-
-def parse(text, path):
-    """(rows, about) from a probe's text; path names it in errors."""
-    rows, about = [], {}
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.startswith('# ') and ': ' in line:
-            key, value = line[2:].split(': ', 1)
-            about[key] = value
-        elif len(line) > 18 and line[16:18] == '  ' and all(c in '0123456789abcdef' for c in line[:16]):
-            rows.append((line[18:], line[:16]))
-        elif line.strip():
-            raise ValueError(f'{path}:{number}: expected "# key: value" or "<16 hex digits>  <operation>", '
-                             f'got {line!r}')
-    if not rows:
-        raise ValueError(f'{path}: no probe rows in it')
-    if about.get('digest') not in (None, digest(rows)):
-        raise ValueError(f'{path}: its rows do not give its recorded digest {about["digest"]}: edited or truncated')
-    return rows, about
-
-
-def differing(rows, reference):
-    """The operations whose fingerprints differ between two row lists, or that only one of them has."""
-    mine, theirs = dict(rows), dict(reference)
-    return [name for name in list(theirs) + [n for n in mine if n not in theirs] if mine.get(name) != theirs.get(name)]
 
 
 def main(argv=None):
