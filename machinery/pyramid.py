@@ -46,7 +46,7 @@ LAYERS = (
      ('test_notebook_runner.py', 'test_forecast.py', 'test_calibrate.py', 'test_differences.py', 'test_search.py', 'test_verified_cache.py',
       'test_cpu_pin.py',
       'test_layers.py', 'test_mutation_report.py', 'test_stopping.py', 'test_speed_tools.py',
-      'test_sweeps_on_dask.py', 'test_arithmetic.py')),
+      'test_sweeps_on_dask.py', 'test_arithmetic.py', 'test_sweep_records.py')),
 )
 KINDS = ('fast', 'slow', 'snapshot')  # unmarked; marked slow only; marked snapshot (always also slow)
 
