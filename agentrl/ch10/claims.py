@@ -370,7 +370,7 @@ def by_key(key):
     raise KeyError(f'no claim {key!r}; known: {", ".join(c.key for c in CLAIMS + SANITY_CHECKS)}')
 
 
-def verdicts(runs, kind=None, replicates=None, claims=None):
+def verdicts(runs, kind=None, replicates=None):
     """One dict per claim (of the given kind) whose runs are all present: key, kind, text, outcome (HOLDS,
     DOES_NOT_HOLD or TIED), held (the check alone, without the tie rule), tied, evidence.
 
@@ -380,7 +380,7 @@ def verdicts(runs, kind=None, replicates=None, claims=None):
     tests read.
     """
     found = []
-    for c in CLAIMS if claims is None else claims:
+    for c in CLAIMS:
         if kind is not None and c.kind != kind or any(name not in runs for name in c.needs):
             continue
         if c.gaps and replicates is None:
