@@ -71,6 +71,33 @@ def test_opening_says_what_it_shows_needs_and_how_long_it_runs(name):
     assert 'RUNTIME' not in opening.source, f'{name}: the measured runtime was never filled in'
 
 
+# a duration written into prose: "10 s", "about 5 s", "2 min", "15 to 20 minutes", "a quarter of an hour"
+TYPED_DURATION = re.compile(r'\b\d+(?:[.,]\d+)?\s*(?:s|sec|seconds?|min|minutes?|h|hours?)\b|quarter of an hour',
+                            re.IGNORECASE)
+
+
+def time_row(source):
+    """The text of the opening's '**Runs in**' row ('' if it has none)."""
+    return next((line for line in source.splitlines() if '**Runs in**' in line), '')
+
+
+def test_typed_duration_pattern_catches_the_old_estimates():
+    for typed in ('about 5 s on a laptop CPU', 'under 10 s through the runner', '2 min here', '15 to 20 minutes',
+                  'a quarter of an hour or more'):
+        assert TYPED_DURATION.search(typed), typed
+    assert not TYPED_DURATION.search("the README's notebook map gives its time; 600 Adam steps, 40-step runs")
+
+
+@pytest.mark.parametrize('name', NEIGHBOURS)
+def test_the_opening_types_no_run_time_and_points_to_the_measured_one(name):
+    """A time typed into a notebook drifts from the machine and the code; the measured times live in the README's
+    notebook map (and notebook 14 prints its own), so the opening only says what takes the time."""
+    row = time_row(notebook(name).cells[0].source)
+    assert row, f'{name}: the opening has no **Runs in** row'
+    assert not TYPED_DURATION.search(row), f'{name}: the opening types a run time: {TYPED_DURATION.search(row)[0]!r}'
+    assert 'notebook map' in row, f"{name}: the opening does not point to the README's notebook map for its time"
+
+
 @pytest.mark.parametrize('name', NEIGHBOURS)
 def test_closing_summarises_and_links_both_neighbours(name):
     """The notebook ends with its '## Summary' section: a Markdown cell, optionally the code cell that writes the
