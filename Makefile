@@ -88,6 +88,12 @@ nb-11_substrates: $(filter nb-09_seeds,$(NB_TARGETS))  # it sets the sweep's tri
 rl-base: $(SETUP)
 	$(PY) -c "import agentrl as arl; arl.make_rl_base(arl.build_tokenizer(arl.make_tasks('all')))"
 
+# How long `make` takes, measured rather than typed (machinery/make_clock.py): KIND=second times a `make` that finds
+# every run cached, KIND=fresh one from the caches as they are; the README's second-make paragraph is rendered from it.
+.PHONY: clock
+clock: $(SETUP)
+	$(PY) -m machinery.make_clock $(KIND)
+
 # REPRODUCTION.md: the chapter's tables beside ours, written from the notebooks as committed (executes none; `make`
 # executes them first).
 report: $(SETUP)

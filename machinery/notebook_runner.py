@@ -45,6 +45,7 @@ from agentrl.side_runs import DESTINATIONS, aside
 from agentrl.paths import figures_dir, results_dir
 from machinery.notebook_kernel import (ENGINE, KernelSilent, RunningKernel, collected_warnings, failure_detail,
                                      register_engine, runs_line, stop_kernels, warnings_line)
+from machinery.make_clock import note_notebook
 from machinery.notebook_cells import PARAMETERS_TAG, first_tagged, read_notebook, where
 from machinery.notebook_outputs import cache_rebuilds, strip_volatile
 
@@ -281,7 +282,9 @@ def main(argv=None):
                     summary = '\n'.join(filter(None, [summary, f'  {len(rebuilt)} cached file'
                                                        f'{"s were" if len(rebuilt) > 1 else " was"} stale or damaged '
                                                        f'and rebuilt (first: {rebuilt[0]})']))
-                print(f'{path}: {time.monotonic() - started:.1f} s' + (f'\n{summary}' if summary else ''), flush=True)
+                took = time.monotonic() - started
+                note_notebook(path, took, RunningKernel.runs)
+                print(f'{path}: {took:.1f} s' + (f'\n{summary}' if summary else ''), flush=True)
         except stopping.Stopped as stop:
             RunningKernel.stopped = True
             lines = [stopped_line(stop, path, dest if path else None), runs_line(RunningKernel.runs, finished=False)]

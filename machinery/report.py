@@ -21,7 +21,7 @@ from agentrl.ch10.collapse_text import report_claims
 from agentrl.ch10.explanations import explanation_lines
 from agentrl.ch10 import glance
 from agentrl.paths import MAINTAINING, README, REPO, REPRODUCTION
-from machinery import front_door, verdict_shift
+from machinery import front_door, make_clock, verdict_shift
 from machinery.readme_blocks import (fragile_note, replace_between_markers, seed_counts, with_faithfulness,
                                      with_timings, write_text)
 from machinery.recorded import Recorded, claim_counts, compare_block, seed_phrase, seed_verdicts_by_key
@@ -206,6 +206,15 @@ def write_real_model_claims(page, recorded):
     write_text(page, updated)
 
 
+def write_second_make(page=README, record=None):
+    """Write the README's paragraph on a second `make` from the make clock's record (machinery/make_clock.py)."""
+    lines = make_clock.second_make_lines(make_clock.load() if record is None else record)
+    updated = replace_between_markers(page.read_text(encoding='utf-8'), make_clock.BEGIN, make_clock.END, lines)
+    if updated is None:
+        raise ValueError(f'{page.name} lacks the markers {make_clock.BEGIN!r} ... {make_clock.END!r}')
+    write_text(page, updated)
+
+
 def write_differences(repo=REPO):
     """Write TINYAGENT.md, how our TinyAgent differs from the book's, from the calibration records."""
     path = Path(repo) / differences.PAGE
@@ -229,6 +238,7 @@ def main(argv=None):
     write_glance(args.claims_page, Recorded(args.results))
     write_real_model_claims(args.claims_page, Recorded(args.results))
     front_door.write_glance(args.claims_page, Recorded(args.results))
+    write_second_make(args.claims_page)
     print(f'wrote the first screen and the claims tables into {args.claims_page}')
     if args.readme.is_file():
         updated = with_faithfulness(args.readme.read_text(encoding='utf-8'), Recorded(args.results))
