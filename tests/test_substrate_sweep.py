@@ -73,6 +73,10 @@ def test_a_reading_is_checked_against_the_substrates_where_its_claim_flips():
     assert found['contradict'] == ['b']
     assert across.premise_sentence(found, dict(a='A', b='B')) == ('No: the reading predicts the wrong verdict on B '
                                                                   '(and the right one on A).')
+    # a tied claim predicts nothing: the noise leaves it open, so it neither bears the reading out nor contradicts it
+    verdicts['b'] = [dict(v, verdict=claims.TIED) if v['key'] == key else v for v in verdicts['b']]
+    found = across.premise_across(key, runs, verdicts)
+    assert found['cells']['b']['claim'] == claims.TIED and found['contradict'] == [] and found['agree'] == ['a']
 
 
 def test_only_the_estimator_reading_rests_on_the_losss_mathematics_rather_than_the_substrate():

@@ -35,6 +35,15 @@ def test_where_verdicts_groups_substrates_by_verdict():
     assert st.where_verdicts(r, NAMES) == 'holds on trial 1 5/5 and trial 3 4/5; fails on trial 2 1/5'
     tie = row('y', across.SEED_DEPENDENT, a=cell(2, claims.SEED_DEPENDENT, seeds=4))
     assert st.where_verdicts(tie, NAMES) == 'is seed-dependent on trial 1 2/4'
+    tied = row('z', across.SEED_DEPENDENT, a=cell(0, claims.TIED), b=cell(4, claims.HOLDS))
+    assert st.where_verdicts(tied, NAMES) == 'holds on trial 2 4/5; is tied on trial 1 0/5'
+
+
+def test_the_claim_table_prints_the_rules_it_applies_with_the_tie():
+    text = st.claims_markdown([row('x', across.TIED_EVERYWHERE, a=cell(0, claims.TIED))], dict(a='trial 1'))
+    assert claims.seed_rule_text(5) in text and f'**{across.TIED_EVERYWHERE}**, tied on every substrate' in text
+    assert 'Of 1 claims on the one substrate swept, 0 are robust' in text and text.endswith('1 tied on every one.')
+    assert st.on_substrates(3) == 'these 3 substrates'
 
 
 def test_what_it_shows_each_outcome():
@@ -115,14 +124,24 @@ def test_found_has_three_to_six_bullets_that_count_the_table(sweep):
     robust = groups[across.ROBUST]
     always = sum(all(c['verdict'] == claims.HOLDS for c in r['cells'].values()) for r in robust)
     assert bullets[0].startswith(f'- **{len(robust)} of {len(sweep.rows)} claims are robust** on '
-                                 f'{len(sweep.swept)} substrates')
+                                 f'{st.on_substrates(len(sweep.swept))}')
+    tied = groups[across.TIED_EVERYWHERE]
+    assert (f'- **{len(tied)} are tied on every substrate**' in text) == bool(tied)
     assert f'{always} hold on every substrate and {len(robust) - always} fail on every one' in bullets[0]
     contradicted = sum(bool(c['contradict']) for k, c in sweep.checked.items()
                        if explanations.EXPLANATIONS[k].about_substrate)
     assert any(f'{contradicted} {"is" if contradicted == 1 else "are"} contradicted' in b for b in bullets)
-    untested = sum(not c['contradict'] and bool(c['agree']) for k, c in sweep.checked.items()
-                   if explanations.EXPLANATIONS[k].about_substrate)
-    assert any(f'and {untested} {"is" if untested == 1 else "are"} consistent but untested' in b for b in bullets)
+    about = {k: c for k, c in sweep.checked.items() if explanations.EXPLANATIONS[k].about_substrate}
+    label = {r['key']: r['label'] for r in sweep.rows}
+    settled = [k for k, c in about.items() if not c['contradict'] and c['agree']]
+    borne = sum(label[k] == across.SUBSTRATE_DEPENDENT for k in settled)
+    untested = len(settled) - borne
+    left_open = sum(not c['contradict'] and not c['agree'] for c in about.values())
+    reading = next(b for b in bullets if 'Our readings' in b)
+    for n, words in ((borne, 'borne out'), (untested, 'consistent but untested'), (left_open, 'cannot be judged')):
+        said = f'{n} {"is" if n == 1 else "are"} {words}' if words != 'cannot be judged' else f'{n} {words}'
+        assert (said in reading) == bool(n), (said, reading)
+    assert borne + untested + left_open + contradicted == len(about)
 
 
 def test_found_on_an_empty_record_says_so():

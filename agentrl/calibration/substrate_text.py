@@ -92,10 +92,27 @@ def claims_markdown(rows, headers):
     if not rows:
         return 'Nothing to judge yet.'
     counts = {label: len(found) for label, found in by_label(rows).items()}
-    return (across.claim_table_markdown(rows, headers) + '\n\n'
-            + f'Of {len(rows)} claims, {counts[across.ROBUST]} are robust, {counts[across.SUBSTRATE_DEPENDENT]} '
-            f'substrate-dependent, {counts[across.SEED_DEPENDENT]} seed-dependent and {counts[across.TIED_EVERYWHERE]} '
-            f'tied on every one of these {len(headers)} substrates.')
+    seeds = sorted({c['seeds'] for row in rows for c in row['cells'].values()})
+    return (rule_markdown(seeds[-1]) + '\n\n' + across.claim_table_markdown(rows, headers) + '\n\n'
+            + f'Of {len(rows)} claims on {on_substrates(len(headers))}, {counts[across.ROBUST]} are robust, '
+            f'{counts[across.SUBSTRATE_DEPENDENT]} substrate-dependent, {counts[across.SEED_DEPENDENT]} seed-dependent '
+            f'and {counts[across.TIED_EVERYWHERE]} tied on every one.')
+
+
+def on_substrates(n):
+    """'these 5 substrates', or 'the one substrate swept' while only one is."""
+    return 'the one substrate swept' if n == 1 else f'these {n} substrates'
+
+
+def rule_markdown(n_seeds):
+    """The two rules the claim table applies, in words from the code that applies them: the seed rule on each
+    substrate, then the label across substrates."""
+    return (f'On each substrate, notebook 09\'s seed rule ({claims.seed_rule_text(n_seeds)}). Across the substrates, '
+            f'one label per claim: **{across.ROBUST}**, the same verdict, holds or does not hold, on every substrate; '
+            f'**{across.SUBSTRATE_DEPENDENT}**, it holds on one substrate and does not hold on another; '
+            f'**{across.TIED_EVERYWHERE}**, tied on every substrate; **{across.SEED_DEPENDENT}**, anything else. A '
+            'cell gives the seeds on which the claim holds beyond the noise, then the verdict (*holds*, *no*, *tied* '
+            'or *seed*).')
 
 
 def where_verdicts(row, names):
@@ -104,7 +121,8 @@ def where_verdicts(row, names):
     groups = {}
     for name, cell in row['cells'].items():
         groups.setdefault(cell['verdict'], []).append(f'{names[name]} {cell["held_on"]}/{cell["seeds"]}')
-    word = {claims.HOLDS: 'holds on', claims.DOES_NOT_HOLD: 'fails on', claims.SEED_DEPENDENT: 'is seed-dependent on'}
+    word = {claims.HOLDS: 'holds on', claims.DOES_NOT_HOLD: 'fails on', claims.SEED_DEPENDENT: 'is seed-dependent on',
+            claims.TIED: 'is tied on'}
     return '; '.join(f'{word[v]} {prose.and_join(groups[v])}' for v in word if v in groups)
 
 
@@ -230,10 +248,15 @@ def found_markdown(sweep):
     robust = groups[across.ROBUST]
     always = sum(all(c['verdict'] == claims.HOLDS for c in row['cells'].values()) for row in robust)
     seeds = sorted({c['seeds'] for row in rows for c in row['cells'].values()})
-    bullets = [f'**{len(robust)} of {len(rows)} claims are robust** on {len(names)} substrates of '
+    bullets = [f'**{len(robust)} of {len(rows)} claims are robust** on {on_substrates(len(names))}, of '
                f'{prose.and_join([str(s) for s in seeds])} seeds each: {always} hold on every substrate and '
-               f'{len(robust) - always} fail on every one, so those verdicts belong to GRPO and its regularisers at '
-               'this scale, not to trial 45.']
+               f'{len(robust) - always} fail on every one'
+               + (', so those verdicts belong to GRPO and its regularisers at this scale, not to trial 45.'
+                  if len(names) > 1 else '; with one substrate, that says nothing yet about the substrate.')]
+    if groups[across.TIED_EVERYWHERE]:
+        bullets.append(f'**{len(groups[across.TIED_EVERYWHERE])} are tied on every substrate**: on each, too few seeds '
+                       'settle the claim beyond the noise for either verdict: '
+                       + ', '.join(row['key'] for row in groups[across.TIED_EVERYWHERE]) + '.')
     if groups[across.SUBSTRATE_DEPENDENT]:
         bullets.append(f'**{len(groups[across.SUBSTRATE_DEPENDENT])} depend on the substrate**: '
                        + '; '.join(f'*{row["text"]}* {where_verdicts(row, names)}'
@@ -251,17 +274,32 @@ def found_markdown(sweep):
 
 def readings_bullet(sweep):
     about = {key: c for key, c in sweep.checked.items() if explanations.EXPLANATIONS[key].about_substrate}
+    label = {row['key']: row['label'] for row in sweep.rows}
     contradicted = [key for key, c in about.items() if c['contradict']]
-    untested = [key for key, c in about.items() if not c['contradict'] and c['agree']]
+    settled = [key for key, c in about.items() if not c['contradict'] and c['agree']]
+    borne = [key for key in settled if label[key] == across.SUBSTRATE_DEPENDENT]
+    untested = [key for key in settled if key not in borne]
+    left_open = [key for key, c in about.items() if not c['contradict'] and not c['agree']]
     text = {row['key']: row['text'] for row in sweep.rows}
+    are = lambda keys: 'is' if len(keys) == 1 else 'are'  # noqa: E731
     bullet = (f'**Our readings of failing claims, set against the substrates**: of {len(about)} that rest on the '
-              f'substrate, {len(contradicted)} {"is" if len(contradicted) == 1 else "are"} contradicted')
+              f'substrate, {len(contradicted)} {are(contradicted)} contradicted')
     if contradicted:
         bullet += ' (' + '; '.join(f'*{text[k]}* comes out against its premise on {len(about[k]["contradict"])} of '
                                    f'{len(sweep.names)} substrates' for k in contradicted) + ')'
-    return bullet + (f' and {len(untested)} {"is" if len(untested) == 1 else "are"} consistent but untested: '
+    parts = [bullet]
+    if borne:
+        parts.append(f'{len(borne)} {are(borne)} borne out (the premise holds where the claim fails and fails where '
+                     'it holds)')
+    if untested:
+        parts.append(f'{len(untested)} {are(untested)} consistent but untested ('
                      f'{"its claim fails" if len(untested) == 1 else "their claims fail"} wherever the premise was '
-                     'measured, and no substrate lacks the premise.')
+                     'measured, and no substrate lacks the premise)')
+    if left_open:
+        parts.append(f'{len(left_open)} cannot be judged (on every substrate '
+                     f'{"its claim is" if len(left_open) == 1 else "their claims are"} tied or seed-dependent, or the '
+                     'premise depends on the seed)')
+    return '; '.join(parts) + '.'
 
 
 def gap_bullet(sweep):

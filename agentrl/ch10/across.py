@@ -102,7 +102,8 @@ def premise_across(key, runs_by_substrate, verdicts_by_substrate):
     runs_by_substrate: {substrate: [runs of each seed]}. A reading says the claim fails because its premise holds,
     so it predicts the premise true where the claim does not hold and false where it holds. -> dict: key, premise,
     per substrate (claim verdict, premise held per seed, premise verdict by the seed rule), and which substrates
-    agree with the prediction and which contradict it (a seed-dependent claim or premise predicts nothing).
+    agree with the prediction and which contradict it (a seed-dependent or tied claim, or a seed-dependent premise,
+    predicts nothing).
     """
     reading = explanations.EXPLANATIONS[key]
     cells, agree, contradict = {}, [], []
@@ -111,8 +112,8 @@ def premise_across(key, runs_by_substrate, verdicts_by_substrate):
         held = [bool(ok) for ok, _ in reading.measure(runs_by_seed)]
         premise = claims.seed_rule(sum(held), len(held))
         cells[name] = dict(claim=verdict, premise_held=held, premise=premise)
-        if claims.SEED_DEPENDENT in (verdict, premise):
-            continue
+        if claims.SEED_DEPENDENT in (verdict, premise) or verdict == claims.TIED:
+            continue  # a claim the seeds or the noise leave open predicts nothing about its premise
         predicted = claims.DOES_NOT_HOLD if premise == claims.HOLDS else claims.HOLDS
         (agree if verdict == predicted else contradict).append(name)
     return dict(key=key, premise=reading.premise, cells=cells, agree=agree, contradict=contradict)
