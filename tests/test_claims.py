@@ -252,7 +252,8 @@ def test_a_premise_comparing_two_settings_counts_a_gap_inside_the_noise_as_none(
     assert tol == pytest.approx(2 * 0.0158114 * 2 ** 0.5, rel=1e-5) and reading.tolerance(far) == pytest.approx(tol)
     assert [ok for ok, _ in reading.measure(close)] == [False] * 5
     assert [ok for ok, _ in reading.measure(far)] == [True] * 5
-    summary = dict(key='estimators-agree', verdict=claims.DOES_NOT_HOLD, held_on=0, seeds=list(range(5)))
+    summary = dict(key='estimators-agree', verdict=claims.DOES_NOT_HOLD, held_on=0, held=[False] * 5,
+                   seeds=list(range(5)))
     lines = '\n'.join(explanations.explanation_lines([explanations.explain(summary, close)]))
     assert f'the tie tolerance of one seed\'s numbers here: {tol:.3f})' in lines and 'true on only 0 of 5' in lines
 
@@ -270,7 +271,7 @@ def test_explain_refuses_a_claim_that_holds_and_says_so_where_it_has_no_reading(
     found = explanations.explain(summary, flat)
     assert found['premise'] is None and found['explanation'] is None
     lines = explanations.explanation_lines([found])
-    assert lines[0].endswith('(does not hold). We have no reading to offer for this one.')
+    assert lines[0].endswith(': does not hold, 0 of 5 seeds. We have no reading to offer for this one.')
     assert '| seed | the claim |' in lines and 'what the reading rests on' not in '\n'.join(lines)
     with pytest.raises(ValueError, match='runs_by_seed has 4 entries for 5 seeds'):
         explanations.explain(summary, flat[:4])

@@ -70,9 +70,10 @@ class Gap:
         return (self.what, self.a), (self.what_b or self.what, self.b)
 
 
-def gap_tolerance(gap, replicates, pool=()):
-    """The one-draw tie tolerance of a gap: the spread over the replicates (one runs dict per seed) of both its sides
-    and of the same quantity of every setting in pool, pooled (the notebooks' tolerance tables pool the same way)."""
+def gap_tolerance(gap, replicates, pool=(), n_each=1):
+    """The tie tolerance of a gap: the spread over the replicates (one runs dict per seed) of both its sides and of the
+    same quantity of every setting in pool, pooled (the notebooks' tolerance tables pool the same way). n_each: how
+    many replicates each compared number averages (1: one draw against one draw)."""
     if len(replicates) < 2:
         raise ValueError(f'a tie tolerance needs the runs of at least two seeds, got {len(replicates)}')
     spread = {}
@@ -84,7 +85,7 @@ def gap_tolerance(gap, replicates, pool=()):
             raise ValueError(f'the tolerance of {what} of {name!r} needs that run on every seed; seeds at positions '
                              f'{missing} lack it')
         spread[f'{what} / {name}'] = [QUANTITIES[what](runs[name]) for runs in replicates]
-    return ties.tolerance(spread, n_each=1)
+    return ties.tolerance(spread, n_each=n_each)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -501,6 +502,14 @@ def seed_verdict(claim, runs_by_seed, seeds):
     return dict(key=claim.key, kind=claim.kind, text=claim.text, seeds=list(seeds),
                 held=[held for _, held, _ in judged], outcomes=outcomes, held_on=outcomes.count(HOLDS),
                 tied_on=outcomes.count(TIED), verdict=outcome_rule(outcomes))
+
+
+def count_phrase(summary, unit='seeds'):
+    """'holds, 4 of 5 seeds', or with ties 'tied, 0 of 5 seeds (5 tied; the bare check true on 5)': a seed verdict and
+    how many seeds hold beyond the noise, the tied ones and the bare check's count given apart."""
+    k, n, tied = summary['held_on'], len(summary['seeds']), summary.get('tied_on', 0)
+    return f'{summary["verdict"]}, {k} of {n} {unit}' + (
+        f' ({tied} tied; the bare check true on {sum(summary["held"])})' if tied else '')
 
 
 def seed_verdict_line(summary):

@@ -9,9 +9,9 @@ that the premise is not met, with the numbers, so a rerun that changes the runs 
 """
 import dataclasses
 
-from agentrl.ch10 import ties
+from agentrl.ch10 import seed_means, ties
 from agentrl.chapter import book_table_10_7
-from agentrl.ch10.claims import HOLDS, by_key, entropy_end, entropy_start, metric, seed_rule
+from agentrl.ch10.claims import HOLDS, TIED, by_key, count_phrase, entropy_end, entropy_start, metric, seed_rule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,8 +180,8 @@ _add('kl-raises-pass8', 'KL k3+ 1.0 has a lower pass@8 than each of the other th
 
 def explain(summary, runs_by_seed):
     """For a seed verdict (agentrl.ch10.claims.seed_verdict) that does not hold, with runs_by_seed[i] the runs of
-    summary['seeds'][i] -> dict: key, text, verdict, held_on, seeds, evidence (the claim's measured numbers on each
-    seed), premise, premise_held (per seed), premise_evidence (per seed), premise_tolerance (its tie tolerance, or
+    summary['seeds'][i] -> dict: key, text, verdict, held_on, tied_on, held (the bare check per seed), seeds, evidence
+    (the claim's measured numbers on each seed), means (for a tied claim, seed_means.means_sentence), premise, premise_held (per seed), premise_evidence (per seed), premise_tolerance (its tie tolerance, or
     None where the premise compares no two settings) and explanation (None unless its premise
     holds by claims.seed_rule, or if we have no explanation for the claim)."""
     if summary['verdict'] == HOLDS:
@@ -191,7 +191,9 @@ def explain(summary, runs_by_seed):
         raise ValueError(f'runs_by_seed has {len(runs_by_seed)} entries for {len(summary["seeds"])} seeds')
     claim = by_key(summary['key'])
     out = dict(key=claim.key, text=claim.text, verdict=summary['verdict'], held_on=summary['held_on'],
-               seeds=list(summary['seeds']), evidence=[claim.evaluate(runs)[1] for runs in runs_by_seed],
+               tied_on=summary.get('tied_on', 0), held=list(summary['held']), seeds=list(summary['seeds']),
+               evidence=[claim.evaluate(runs)[1] for runs in runs_by_seed],
+               means=(seed_means.means_sentence(claim, runs_by_seed) if summary['verdict'] == TIED else None),
                premise=None, premise_held=None, premise_evidence=None, premise_tolerance=None, explanation=None)
     reading = EXPLANATIONS.get(claim.key)
     if reading is None:
@@ -220,7 +222,7 @@ def explanation_lines(found, ablation=()):
     lines = []
     for e in found:
         n = len(e['seeds'])
-        said = f'*{e["text"]}*: true on {e["held_on"]} of {n} seeds ({e["verdict"]}).'
+        said = f'*{e["text"]}*: {count_phrase(e)}.' + (f' {e["means"]}' if e.get('means') else '')
         if e['key'] in without:
             said += ' ' + without[e['key']]
         if e['premise'] is None:

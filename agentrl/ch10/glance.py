@@ -60,9 +60,7 @@ def seed_word(verdict, stable_row):
 
 def _seeds_cell(summary, stable_row, unit='seeds'):
     """'holds, 4 of 5 seeds', or for a fragile claim its word here and on the other streams."""
-    k, n, tied = summary['held_on'], len(summary['seeds']), summary.get('tied_on', 0)
-    text = f'{summary["verdict"]}, {k} of {n} {unit}' + (
-        f' ({tied} tied; the bare check true on {sum(summary["held"])})' if tied else '')
+    text = claims.count_phrase(summary, unit)
     if seed_word(summary['verdict'], stable_row) != 'fragile':
         return text
     moved = [f'{word}, {k2} of {n2} {unit} on {label}' for label, word, k2, n2 in stable_row['others']
@@ -141,6 +139,8 @@ def legend(rows):
             f'reads only the unregularised run `none` (or the 10.6 batch at {fitted_clip}), numbers the substrate '
             'was fitted to, so its verdict is close to built in'
             + (f' (10.6\'s claim is judged on its own {batches} batch seeds).' if batches else '.')
+            + ' For each tied claim, notebook 09 also says what the means over the seeds settle: a second look, added '
+            'after the runs were seen, that changes no verdict.'
             + ' Not counted: ' + '; '.join(f'*{claims.by_key(key).text}*, which could not fail on any data ({why})'
                                            for key, why in claims.CANNOT_FAIL.items()) + '.')
 
