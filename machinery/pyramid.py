@@ -33,7 +33,8 @@ LAYERS = (
       'test_framework_plugins.py', 'test_framework_claims.py', 'test_stability.py', 'test_ties.py', 'test_tie_rule.py',
       'test_turn_cost_ablation.py', 'test_clip_higher.py', 'test_findings_text.py', 'test_collapse_text.py',
       'test_design_text.py', 'test_exercise_text.py', 'test_substrate_text.py', 'test_framework_text.py',
-      'test_entropy_law_report.py', 'test_covariance_report.py', 'test_seed_tables.py', 'test_glance.py')),
+      'test_entropy_law_report.py', 'test_covariance_report.py', 'test_seed_tables.py', 'test_glance.py',
+      'test_seed_means.py')),
     ('pretrained model', '`agentrl/pretrained`: the SmolLM2 loader and its checks, real pairs, exact moments and '
                          'gradients, 10.6 and the entropy bonus on a real vocabulary',
      ('test_pretrained_loader.py', 'test_pretrained_estimators.py', 'test_pretrained_covariance.py',
@@ -46,7 +47,7 @@ LAYERS = (
      ('test_notebook_runner.py', 'test_forecast.py', 'test_calibrate.py', 'test_differences.py', 'test_search.py', 'test_verified_cache.py',
       'test_cpu_pin.py',
       'test_layers.py', 'test_mutation_report.py', 'test_stopping.py', 'test_speed_tools.py',
-      'test_sweeps_on_dask.py', 'test_arithmetic.py', 'test_sweep_records.py')),
+      'test_sweeps_on_dask.py', 'test_arithmetic.py', 'test_sweep_records.py', 'test_make_clock.py')),
 )
 KINDS = ('fast', 'slow', 'snapshot')  # unmarked; marked slow only; marked snapshot (always also slow)
 

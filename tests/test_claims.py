@@ -4,6 +4,7 @@ are the ones the checks give on the runs, and the recorded summaries are consist
 Whether a claim holds on our TinyAgent is a finding, not something a test pins: the report and the README state
 it, and the tests check that what they state is what the runs give.
 """
+import dataclasses
 import pytest
 
 from agentrl import results
@@ -82,14 +83,16 @@ def test_reset_check_compares_the_last_five_steps():
 
 
 def test_verdicts_leave_out_claims_whose_runs_are_missing():
-    found = claims.verdicts({'none': run((0.6, 0.1))})
+    one, other = {'none': run((0.6, 0.1))}, {'none': run((0.6, 0.12))}
+    found = claims.verdicts(one, replicates=[one, other])  # a threshold's tolerance comes from the seeds' spread
     assert [v['key'] for v in found] == [c.key for c in CLAIMS if c.needs == ('none',)]
     assert all(set(v) == {'key', 'kind', 'text', 'outcome', 'held', 'tied', 'evidence'} for v in found)
     assert claims.tally(found) == {MECHANISM: (1, 1), OBSERVATION: (0, 1)}
 
 
 def test_seed_verdict_classifies_by_the_number_of_seeds_held():
-    collapse = claims.by_key('collapse')
+    # the counting alone: the collapse check without its threshold's tie (which the next test exercises)
+    collapse = dataclasses.replace(claims.by_key('collapse'), bounds=())
     per_seed = [{'none': run((0.6, 0.1))}, {'none': run((0.6, 0.5))}, {'none': run((0.6, 0.1))}]
     summary = claims.seed_verdict(collapse, per_seed, [0, 1, 2])
     assert (summary['held'], summary['held_on'], summary['verdict']) == ([True, False, True], 2, 'holds')
@@ -102,6 +105,21 @@ def test_seed_verdict_classifies_by_the_number_of_seeds_held():
     assert claims.seed_verdict(collapse, [{}], [0]) is None
 
 
+def test_a_draw_within_its_noise_of_a_threshold_is_tied_and_one_beyond_it_is_judged():
+    collapse = claims.by_key('collapse')  # ratio of the final to the starting entropy at most 0.35
+    tight = [{'none': run((0.6, end))} for end in (0.10, 0.11, 0.10, 0.12, 0.11)]  # ratios near 0.2, far below
+    assert [collapse.judge(r, tight)[0] for r in tight] == [claims.HOLDS] * 5
+    above = [{'none': run((0.6, end))} for end in (0.40, 0.41, 0.40, 0.42, 0.41)]  # far above
+    assert [collapse.judge(r, above)[0] for r in above] == [claims.DOES_NOT_HOLD] * 5
+    near = [{'none': run((0.6, end))} for end in (0.17, 0.19, 0.175, 0.185, 0.18)]  # ratios 0.33-0.36, tol 0.025
+    outcomes = [collapse.judge(r, near) for r in near]
+    assert [o for o, _, _ in outcomes] == [claims.TIED] * 5
+    assert [held for _, held, _ in outcomes] == [True, False, True, False, True]  # the bare check splits them
+    assert 'against the threshold 0.35, inside the tie tolerance' in outcomes[0][2]
+    with pytest.raises(ValueError, match='at least two seeds'):
+        collapse.judge(near[0], near[:1])
+
+
 @pytest.mark.parametrize('held_on,verdict', [(5, 'holds'), (4, 'holds'), (3, 'holds'), (2, 'does not hold'),
                                              (1, 'does not hold'), (0, 'does not hold')])
 def test_the_five_seed_rule(held_on, verdict):
@@ -112,7 +130,8 @@ def test_the_seed_rule_on_even_seeds_and_bad_counts():
     assert [claims.seed_rule(k, 4) for k in range(5)] == ['does not hold', 'does not hold', 'seed-dependent', 'holds',
                                                           'holds']
     assert claims.seed_rule_text(5).startswith('holds: true on at least 3 of 5 seeds; does not hold: false on at '
-                                               'least 3; a seed whose gap is inside')
+                                               'least 3; a seed whose gap between two settings, or whose distance '
+                                               'from a fixed threshold, is inside')
     assert claims.seed_rule_text(5).endswith('is *tied*')
     assert claims.seed_rule_text(4).endswith('seed-dependent on an even split')
     with pytest.raises(ValueError, match='held_on'):

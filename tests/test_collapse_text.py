@@ -107,6 +107,10 @@ def test_findings_and_summary_are_bullets_with_counts_over_the_batches():
     assert 'held on 0 of 10 batch seeds (none), so by the seed rule it does not hold' in found
     assert "reading does not hold as stated" in found
     assert 'on 10 of 10 batches at every clip' in found
+    # rewarded-only ends 0.30-0.41 against whole-batch ends 0.35-0.41: the last clip's gap is inside the tolerance
+    assert 'at every clip on 0 of 10' in found and 'binds disproportionately on rare tokens' in found
+    far = [dict(m, only_positive=[0.1, 0.11, 0.12 + 0.001 * m['seed']]) for m in measured]
+    assert 'at every clip on 10 of 10' in collapse_text.findings(clip_higher.first_order_cases(), claim, far)
     summary = collapse_text.summary(clip_higher.first_order_cases(), claim, True)
     assert 3 <= summary.count('\n* ') + 1 <= 6 and 'bit-for-bit' in summary
     assert '**not**' in collapse_text.summary(clip_higher.first_order_cases(), claim, False)

@@ -68,3 +68,12 @@ def test_the_book_outside_our_range_is_counted():
     book = [{'setting': 'none', 'entropy 0-4 -> 35-39': '0.400 -> 0.150', 'KL from start': '0.1',
              'pass@1': '0.9', 'pass@8': '0.9', 'invalid': '0.1'}]
     assert comparison.outside_range(rows, book, settings=('none',)) == (1, 5)  # only pass@1 0.9 lies outside
+
+
+def test_a_draw_is_never_the_opposite_of_a_tied_verdict():
+    found = _found()
+    found.verdicts[1] = dict(found.verdicts[1], verdict=claims.TIED)  # estimators-agree: the five seeds leave it tied
+    seed0 = [dict(key='collapse', held=True), dict(key='estimators-agree', held=True)]
+    said = findings.single_draw_sentence(seed0, found, 0)
+    assert 'the opposite' not in said
+    assert '1 the five seeds leave tied or seed-dependent' in said and said.endswith('as the five-seed verdict has it.')

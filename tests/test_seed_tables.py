@@ -36,8 +36,10 @@ def test_the_re_check_reading_follows_the_count():
 
 
 def test_the_explanation_count_says_how_many_readings_are_offered():
-    assert st.explained_count([dict(explanation='x'), dict(explanation=None)], 5).startswith(
-        '2 statements do not hold on 5 seeds; we offer a reading for 1 of them')
+    found = [dict(explanation='x', verdict=claims.DOES_NOT_HOLD), dict(explanation=None, verdict=claims.TIED),
+             dict(explanation=None, verdict=claims.TIED)]
+    assert st.explained_count(found, 5).startswith(
+        '3 statements are not found to hold on 5 seeds (1 does not hold and 2 tied); we offer a reading for 1 of them')
     assert st.explained_count([], 5) == '' and 'nothing to explain' in st.explanations_markdown([])
 
 

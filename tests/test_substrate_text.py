@@ -54,6 +54,10 @@ def test_what_it_shows_each_outcome():
     assert untested.startswith('**Consistent, not tested**') and '(all 3 substrates)' in untested
     partly = st.what_it_shows(robust_fail, checked(both, ['a', 'b'], []), NAMES)
     assert '(trial 1 and trial 2)' in partly
+    robust_hold = row('y', across.ROBUST, a=cell(5, claims.HOLDS), b=cell(5, claims.HOLDS), c=cell(4, claims.HOLDS))
+    absent = {n: (claims.HOLDS, claims.DOES_NOT_HOLD, 1) for n in NAMES}  # the claim holds where the premise fails
+    said = st.what_it_shows(robust_hold, checked(absent, list(NAMES), []), NAMES)
+    assert said.startswith('**Consistent, not tested**: the claim holds on every substrate') and 'claim fails' not in said
     holds = {n: (claims.HOLDS, claims.HOLDS, 5) for n in NAMES}
     against = st.what_it_shows(robust_fail, checked(holds, ['c'], ['a', 'b']), NAMES)
     assert against.startswith('**Contradicted** on trial 1 and trial 2: the claim holds there although the premise '

@@ -150,3 +150,16 @@ def test_every_claim_gap_describes_its_check(by_seed):
                 claim.judge(runs, by_seed)
             except AssertionError as error:  # pragma: no cover - the message names the claim
                 pytest.fail(str(error))
+
+
+@pytest.mark.parametrize('step, said', [(0.02, 'so on this draw the order is tied'),
+                                        (0.5, 'each step beyond the one-draw tolerance')])
+def test_the_figure_reading_of_the_kl_strengths_ties_steps_inside_the_tolerance(step, said):
+    flat = lambda entropy, reward: dict(history=[dict(entropy=entropy, reward=reward)] * 40)  # noqa: E731
+    runs = {'none': flat(0.2, 0.9), 'x': flat(0.3, 0.5), 'KL k3 0.3': flat(0.3, 0.5)}
+    for i, name in enumerate(comparison.KL_ARMS):  # entropy rising and reward falling with strength, by `step`
+        runs[name] = flat(0.3 + step * i, 0.8 - step * i)
+    text = comparison.curve_readings(runs, dict(late_reward=0.1, entropy_end=0.1), [('left', ['x']), ('right', ['x', 'KL k3 0.3'])])
+    assert said in text
+    if step < 0.1:
+        assert 'As in the book, the stronger the penalty' not in text and '4 of its 4 steps' in text

@@ -167,6 +167,10 @@ def what_it_shows(row, checked, names):
     if row['label'] == across.SUBSTRATE_DEPENDENT:
         return (f'**Borne out**: on every substrate where both are settled ({named(checked["agree"])}) the premise '
                 'holds where the claim fails and fails where it holds.')
+    if all(checked['cells'][k]['claim'] == claims.HOLDS for k in checked['agree']):
+        return (f'**Consistent, not tested**: the claim holds on every substrate where both are settled '
+                f'({named(checked["agree"])}) and the premise fails on every one; no substrate has the premise, so none '
+                'can show the claim failing with it.')
     return (f'**Consistent, not tested**: the claim fails on every substrate and the premise holds on every one where '
             f'both are settled ({named(checked["agree"])}); no substrate lacks the premise, so none can show the '
             'claim holding without it.')
@@ -292,9 +296,8 @@ def readings_bullet(sweep):
         parts.append(f'{len(borne)} {are(borne)} borne out (the premise holds where the claim fails and fails where '
                      'it holds)')
     if untested:
-        parts.append(f'{len(untested)} {are(untested)} consistent but untested ('
-                     f'{"its claim fails" if len(untested) == 1 else "their claims fail"} wherever the premise was '
-                     'measured, and no substrate lacks the premise)')
+        parts.append(f'{len(untested)} {are(untested)} consistent but untested (claim and premise come out the same '
+                     'way on every substrate where both are settled, so no substrate shows the other case)')
     if left_open:
         parts.append(f'{len(left_open)} cannot be judged (on every substrate '
                      f'{"its claim is" if len(left_open) == 1 else "their claims are"} tied or seed-dependent, or the '

@@ -39,7 +39,7 @@ def metric(run, key):
 
 # What a claim's check comes to on one draw. A claim that compares two settings is TIED on a draw whose gap is inside
 # the one-draw tolerance (agentrl/ch10/ties.py): noise alone could have put either side ahead, so the draw is neither
-# evidence for the claim nor against it.
+# evidence for the claim nor against it. The same holds for a draw within one draw's noise of a fixed threshold.
 HOLDS, DOES_NOT_HOLD, TIED = 'holds', 'does not hold', 'tied'
 
 # The quantities a comparison reads off one run, by name.
@@ -88,6 +88,27 @@ def gap_tolerance(gap, replicates, pool=(), n_each=1):
     return ties.tolerance(spread, n_each=n_each)
 
 
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """One fixed threshold a claim rests on: the number `read(runs)` (named `what`) should be `want` ('higher' or
+    'lower') than `value`. A draw within one draw's noise of the threshold could have fallen on either side of it, so
+    it is tied, like a gap between two settings."""
+    what: str
+    read: object  # runs -> float
+    want: str
+    value: float
+
+
+def bound_tolerance(bound, replicates, n_each=1):
+    """The tie tolerance of one draw (or of the mean of n_each draws) against a fixed threshold: Z standard deviations
+    of bound.read over the replicates (one runs dict per seed); a threshold has no noise of its own."""
+    if len(replicates) < 2:
+        raise ValueError(f'a tie tolerance needs the runs of at least two seeds, got {len(replicates)}')
+    values = [bound.read(runs) for runs in replicates]
+    return ties.Z * ties.pooled_sd({bound.what: values}) / math.sqrt(n_each)
+
+
 @dataclasses.dataclass(frozen=True)
 class Claim:
     """One claim: what it says, its kind (MECHANISM, OBSERVATION, AT_SCALE), the check that decides it from the runs,
@@ -99,6 +120,7 @@ class Claim:
     check: object  # runs -> (held: bool, evidence: str)
     gaps: tuple = ()  # the Gaps whose directions the check tests; each can be inside the noise
     pool: tuple = ()  # settings whose spread joins the gaps' own in their tolerance (the notebook's table pools these)
+    bounds: tuple = ()  # the fixed thresholds the check compares against (Bound), each tied within one draw's noise
 
     def evaluate(self, runs):
         """(held, evidence), or None if a run it needs is missing. `held` is the check alone, without the tie rule."""
@@ -110,16 +132,24 @@ class Claim:
     def judge(self, runs, replicates):
         """(outcome, held, evidence) on one draw, or None if a run it needs is missing.
 
-        outcome: DOES_NOT_HOLD if a gap goes the wrong way by more than its tolerance (or the check fails on a claim
-        without gaps), TIED if no gap goes wrong beyond its tolerance but some gap is inside it, else the check's
+        outcome: DOES_NOT_HOLD if a gap or a bound goes the wrong way by more than its tolerance (or the check fails
+        on a claim with neither), TIED if none goes wrong beyond its tolerance but some is inside it, else the check's
         word. replicates: one runs dict per seed, whose spread gives each gap's tolerance (unused without gaps)."""
         found = self.evaluate(runs)
         if found is None:
             return None
         held, evidence = found
-        if not self.gaps:
+        if not self.gaps and not self.bounds:
             return (HOLDS if held else DOES_NOT_HOLD), held, evidence
         wrong, inside = [], []
+        for bound in self.bounds:
+            value, tol = bound.read(runs), bound_tolerance(bound, replicates)
+            word = ties.compare(value, bound.value, tol)
+            if word == ties.TIED:
+                inside.append(f'{bound.what} {value:.3f} against the threshold {bound.value:g}, inside the tie '
+                              f'tolerance {tol:.3f}')
+            elif word != bound.want:
+                wrong.append(bound)
         for gap in self.gaps:
             (what_a, a), (what_b, b) = gap.sides()
             value_a, value_b = QUANTITIES[what_a](runs[a]), QUANTITIES[what_b](runs[b])
@@ -135,8 +165,8 @@ class Claim:
         if inside:
             return TIED, held, evidence + '; tied: ' + '; '.join(inside)
         if not held:
-            raise AssertionError(f'claim {self.key!r}: every gap goes the claimed way beyond its tolerance, yet its '
-                                 'check fails; its gaps do not describe its check')
+            raise AssertionError(f'claim {self.key!r}: every gap and bound goes the claimed way beyond its tolerance, '
+                                 'yet its check fails; they do not describe its check')
         return HOLDS, held, evidence
 
 
@@ -262,6 +292,30 @@ def _reset_lowers_entropy(runs):
     return eb < ea, f'entropy over the last 5 steps: reset {eb:.3f} vs anchored {ea:.3f}'
 
 
+def _entropy_ratio(name):
+    return lambda runs: entropy_end(runs[name]) / entropy_start(runs[name])
+
+
+def _entropy_change(name):
+    return lambda runs: abs(entropy_end(runs[name]) / entropy_start(runs[name]) - 1)
+
+
+def _entropy_apart(a, b):
+    return lambda runs: abs(entropy_end(runs[a]) - entropy_end(runs[b]))
+
+
+def _last_reads(name):
+    return lambda runs: runs[name]['history'][-1]['reads']
+
+
+def _format_bounds(name):
+    """The three thresholds of 'breaks the action format': entropy >= 0.9 log V, >= 3 invalid calls, pass@1 <= 0.05."""
+    return (Bound('final entropy less 0.9 log V', lambda runs: entropy_end(runs[name])
+                  - 0.9 * math.log(runs[name]['vocab_size']), ties.HIGHER, 0.0),
+            Bound('invalid calls per episode', lambda runs: metric(runs[name], 'invalid'), ties.HIGHER, 3.0),
+            Bound('pass@1', lambda runs: metric(runs[name], 'pass1'), ties.LOWER, 0.05))
+
+
 def _rising(what, names):
     """Gaps saying that `what` rises along names, each setting above the one before."""
     return tuple(Gap(what, b, ties.HIGHER, a) for a, b in zip(names, names[1:]))
@@ -278,20 +332,22 @@ RESET_RUNS = ('keep the start as reference', 'reset reference to current')
 
 CLAIMS = [
     Claim('collapse', MECHANISM, 'without regularisation the entropy of steps 35-39 is at most 0.35 of steps 0-4',
-          ('none',), _collapse),
+          ('none',), _collapse,
+          bounds=(Bound('entropy ratio, end to start', _entropy_ratio('none'), ties.LOWER, 0.35),)),
     Claim('kl-ordering', MECHANISM, 'for k3+ KL at 0.05, 0.3, 1.0 the final entropy rises, the KL from the start falls '
           'and the distinct count rises with the coefficient', KL_ARMS, _kl_ordering,
           _rising('final entropy', KL_ARMS) + _rising('KL from start', KL_ARMS[::-1]) + _rising('distinct', KL_ARMS),
           pool=CHAPTER_ARMS),
     Claim('kl-1.0-holds-entropy', MECHANISM, 'KL k3+ 1.0 keeps the final entropy within 15% of its start',
-          ('KL k3+ 1.0',), _holds_entropy('KL k3+ 1.0')),
+          ('KL k3+ 1.0',), _holds_entropy('KL k3+ 1.0'),
+          bounds=(Bound('entropy change', _entropy_change('KL k3+ 1.0'), ties.LOWER, 0.15),)),
     Claim('reward-placement-stronger', MECHANISM, 'KL in the reward at 0.3 ends with higher entropy and a smaller KL '
           'from the start than k3+ in the loss at 0.3', ('KL reward 0.3', 'KL k3+ 0.3'), _reward_vs_loss,
           (Gap('final entropy', 'KL reward 0.3', ties.HIGHER, 'KL k3+ 0.3'),
            Gap('KL from start', 'KL reward 0.3', ties.LOWER, 'KL k3+ 0.3')), pool=CHAPTER_ARMS),
     Claim('bonus-breaks-format', MECHANISM, 'entropy bonus 0.1 drives the entropy to at least 0.9 log V and breaks the '
           'action format (at least 3 invalid calls per episode, pass@1 at most 0.05)', ('entropy 0.1',),
-          _breaks_format('entropy 0.1')),
+          _breaks_format('entropy 0.1'), bounds=_format_bounds('entropy 0.1')),
     Claim('bonus-and-temperature-move-away', MECHANISM, 'entropy bonus 0.03 and temperature 1.3 end further from the '
           'start than no regularisation', ('none', 'entropy 0.03', 'temperature 1.3'), _further_from_start,
           _against_none('KL from start', ('entropy 0.03', 'temperature 1.3'), ties.HIGHER), pool=CHAPTER_ARMS),
@@ -299,23 +355,27 @@ CLAIMS = [
           _reset_lowers_kl, (Gap('late KL to reference', RESET_RUNS[1], ties.LOWER, RESET_RUNS[0]),),
           pool=('KL k3+ 0.3',)),
     Claim('kl-2.0-holds-entropy', AT_SCALE, 'at twice the coefficient, KL k3+ 2.0 keeps the final entropy within 15% '
-          'of its start', ('KL k3+ 2.0',), _holds_entropy('KL k3+ 2.0')),
+          'of its start', ('KL k3+ 2.0',), _holds_entropy('KL k3+ 2.0'),
+          bounds=(Bound('entropy change', _entropy_change('KL k3+ 2.0'), ties.LOWER, 0.15),)),
     Claim('bonus-0.2-breaks-format', AT_SCALE, 'at twice the coefficient, entropy bonus 0.2 drives the entropy to at '
-          'least 0.9 log V and breaks the action format in 40 steps', ('entropy 0.2',), _breaks_format('entropy 0.2')),
+          'least 0.9 log V and breaks the action format in 40 steps', ('entropy 0.2',), _breaks_format('entropy 0.2'),
+          bounds=_format_bounds('entropy 0.2')),
     Claim('bonus-0.1-breaks-format-in-80', AT_SCALE, 'in twice the steps, entropy bonus 0.1 drives the entropy to at '
           'least 0.9 log V and breaks the action format by step 80', ('entropy 0.1, 80 steps',),
-          _breaks_format('entropy 0.1, 80 steps')),
+          _breaks_format('entropy 0.1, 80 steps'), bounds=_format_bounds('entropy 0.1, 80 steps')),
     Claim('kl-raises-pass8', OBSERVATION, 'KL at 0.3 and 1.0 (every estimator and placement) raises pass@8 above no '
           'regularisation', ('none', 'KL k3+ 0.3', 'KL k3+ 1.0', 'KL k3 0.3', 'KL reward 0.3'), _kl_raises_pass8,
           _against_none('pass@8', ('KL k3+ 0.3', 'KL k3+ 1.0', 'KL k3 0.3', 'KL reward 0.3'), ties.HIGHER),
           pool=CHAPTER_ARMS),
     Claim('estimators-agree', OBSERVATION, 'at 0.3 the k3 and k3+ losses end within 0.05 nats of each other',
-          ('KL k3 0.3', 'KL k3+ 0.3'), _estimators_agree),
+          ('KL k3 0.3', 'KL k3+ 0.3'), _estimators_agree,
+          bounds=(Bound('final entropy apart', _entropy_apart('KL k3 0.3', 'KL k3+ 0.3'), ties.LOWER, 0.05),)),
     Claim('kl-costs-pass1', OBSERVATION, 'stronger KL costs pass@1: KL 1.0 < KL 0.3 < none',
           ('KL k3+ 1.0', 'KL k3+ 0.3', 'none'), _kl_costs_pass1, _rising('pass@1', ('KL k3+ 1.0', 'KL k3+ 0.3', 'none')),
           pool=CHAPTER_ARMS),
     Claim('kl-1.0-no-reading', OBSERVATION, 'at KL 1.0 reading never dominates (fewer than 0.8 reads per episode at '
-          'the last step)', ('KL k3+ 1.0',), _kl_one_no_reading),
+          'the last step)', ('KL k3+ 1.0',), _kl_one_no_reading,
+          bounds=(Bound('reads per episode at the last step', _last_reads('KL k3+ 1.0'), ties.LOWER, 0.8),)),
     Claim('bonus-slows-collapse', OBSERVATION, 'entropy bonus 0.03 ends with higher entropy than no regularisation',
           ('entropy 0.03', 'none'), _bonus_slows_collapse, _against_none('final entropy', ('entropy 0.03',), ties.HIGHER),
           pool=CHAPTER_ARMS),
@@ -327,7 +387,8 @@ CLAIMS = [
           _against_none('invalid calls', ('entropy 0.03', 'temperature 1.3'), ties.HIGHER), pool=CHAPTER_ARMS),
     Claim('collapse-misses-tasks', OBSERVATION, 'the unregularised run leaves held-out tasks unsolved (pass@8 at most '
           '0.9, as when one of the 10 tasks is never solved)',
-          ('none',), _collapsed_misses_tasks),
+          ('none',), _collapsed_misses_tasks,
+          bounds=(Bound('pass@8', lambda runs: metric(runs['none'], 'pass8'), ties.LOWER, 0.9),)),
     Claim('reset-lowers-entropy', OBSERVATION, 'resetting the reference lets the entropy fall further', RESET_RUNS,
           _reset_lowers_entropy, (Gap('final entropy', RESET_RUNS[1], ties.LOWER, RESET_RUNS[0]),)),
 ]
@@ -384,9 +445,9 @@ def verdicts(runs, kind=None, replicates=None):
     for c in CLAIMS:
         if kind is not None and c.kind != kind or any(name not in runs for name in c.needs):
             continue
-        if c.gaps and replicates is None:
-            raise ValueError(f'claim {c.key!r} compares settings, so its verdict needs replicates (the runs of every '
-                             'seed) for its tie tolerance')
+        if (c.gaps or c.bounds) and replicates is None:
+            raise ValueError(f'claim {c.key!r} compares settings or a threshold, so its verdict needs replicates (the '
+                             'runs of every seed) for its tie tolerance')
         judged = c.judge(runs, replicates)
         if judged is not None:
             outcome, held, evidence = judged
@@ -467,8 +528,9 @@ def seed_rule_text(n_seeds):
     need, most = seed_rule_counts(n_seeds)
     split = '; seed-dependent on an even split' if need - most > 1 else ''
     return (f'holds: true on at least {need} of {n_seeds} seeds; does not hold: false on at least {need}; a seed whose '
-            'gap is inside its one-draw tie tolerance is tied and counts for neither, and a claim left without either '
-            f'majority by such seeds is *tied*{split}')
+            'gap between two settings, or whose distance from a fixed threshold, is inside its one-draw tie tolerance '
+            'is tied and counts for neither, and a claim left without either majority by such seeds is '
+            f'*tied*{split}')
 
 
 def seed_count_sentence(summaries, n_seeds):

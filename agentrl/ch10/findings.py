@@ -88,16 +88,21 @@ def single_draw_sentence(seed_verdicts, found, seed):
     words = {v['key']: claims.outcome_of(v) for v in compared}
     tied = [v for v in compared if words[v['key']] == claims.TIED]
     decided = [v for v in compared if words[v['key']] != claims.TIED]
-    differ = [v for v in decided if words[v['key']] != by_key[v['key']]['verdict']]
+    settled = (claims.HOLDS, claims.DOES_NOT_HOLD)  # a tied or seed-dependent verdict has no side to be opposite to
+    differ = [v for v in decided
+              if by_key[v['key']]['verdict'] in settled and words[v['key']] != by_key[v['key']]['verdict']]
+    open_ = [v for v in decided if by_key[v['key']]['verdict'] not in settled]
     head = (f'Seed {seed}, the chapter\'s single run per setting, is one draw: on it '
             f'{sum(words[v["key"]] == claims.HOLDS for v in compared)} of these {len(compared)} statements come out '
             'true')
     if tied:
         head += (f', {len(tied)} tied (a gap inside the one-draw tolerance, so this draw decides nothing: '
                  + and_join(f'*{v["text"]}*' for v in tied) + ')')
+    left = (f'; {len(open_)} the five seeds leave tied or seed-dependent, so this draw\'s word on '
+            f'{"it" if len(open_) == 1 else "them"} is one draw\'s only') if open_ else ''
     if not differ:
-        return head + ('; every other one' if tied else ',') + ' as the five-seed verdict has it.'
-    return (head + f'; on {len(differ)} it says the opposite of the five-seed verdict ('
+        return head + left + ('; every other one' if tied or open_ else ',') + ' as the five-seed verdict has it.'
+    return (head + left + f'; on {len(differ)} it says the opposite of the five-seed verdict ('
             + and_join(f'*{by_key[v["key"]]["text"]}*' for v in differ) + ').')
 
 
@@ -113,8 +118,11 @@ def ablation_summary(found):
         count = letters.count(letter)
         if count:
             parts.append(f'{count} {one if count == 1 else many}')
+    undecided = letters.count('?')
+    if undecided:
+        parts.append(f'{undecided} {"is" if undecided == 1 else "are"} tied or seed-dependent without it')
     return (f'Trained again with no per-turn cost (our substrate\'s one addition to the chapter\'s GRPO), of the '
-            f'{len(letters)} statements that fail or are fragile here, ' + and_join(parts) + '.')
+            f'{len(letters)} statements that fail, are tied or are fragile here, ' + and_join(parts) + '.')
 
 
 def table_claims(found):

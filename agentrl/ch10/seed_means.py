@@ -6,7 +6,7 @@ is tied on every seed even when all the seeds lean the same way. Averaging n see
 verdict; it only says whether the seeds, taken together, settle what each seed alone could not.
 """
 from agentrl.ch10 import ties
-from agentrl.ch10.claims import QUANTITIES, gap_tolerance
+from agentrl.ch10.claims import QUANTITIES, bound_tolerance, gap_tolerance
 
 
 def mean(values):
@@ -15,8 +15,9 @@ def mean(values):
 
 
 def gap_means(claim, runs_by_seed):
-    """Each gap of `claim` on the means over the seeds (runs_by_seed[i]: seed i's runs) -> [dict(what, a, b, want,
-    mean_a, mean_b, tolerance, word)], the tolerance being that of means of len(runs_by_seed) draws."""
+    """Each gap and bound of `claim` on the means over the seeds (runs_by_seed[i]: seed i's runs) -> [dict(label, want,
+    mean_a, mean_b, tolerance, word)], the tolerance being that of means of len(runs_by_seed) draws (a bound's
+    threshold, mean_b, has no noise of its own)."""
     n = len(runs_by_seed)
     found = []
     for gap in claim.gaps:
@@ -24,8 +25,13 @@ def gap_means(claim, runs_by_seed):
         mean_a = mean(QUANTITIES[what_a](runs[a]) for runs in runs_by_seed)
         mean_b = mean(QUANTITIES[what_b](runs[b]) for runs in runs_by_seed)
         tol = gap_tolerance(gap, runs_by_seed, claim.pool, n_each=n)
-        found.append(dict(what=gap.what, a=a, b=b, want=gap.want, mean_a=mean_a, mean_b=mean_b, tolerance=tol,
-                          word=ties.compare(mean_a, mean_b, tol)))
+        found.append(dict(label=f'{gap.what} of {a} against {b}', want=gap.want, mean_a=mean_a, mean_b=mean_b,
+                          tolerance=tol, word=ties.compare(mean_a, mean_b, tol)))
+    for bound in claim.bounds:
+        mean_a = mean(bound.read(runs) for runs in runs_by_seed)
+        tol = bound_tolerance(bound, runs_by_seed, n_each=n)
+        found.append(dict(label=f'{bound.what} against the threshold {bound.value:g}', want=bound.want, mean_a=mean_a,
+                          mean_b=bound.value, tolerance=tol, word=ties.compare(mean_a, bound.value, tol)))
     return found
 
 
@@ -38,7 +44,7 @@ def settled(found):
 
 
 def means_sentence(claim, runs_by_seed):
-    """One sentence: what the means over the seeds say of a claim with gaps (None for a claim without any)."""
+    """One sentence: what the means over the seeds say of a claim with gaps or bounds (None for one with neither)."""
     found = gap_means(claim, runs_by_seed)
     if not found:
         return None
@@ -46,8 +52,8 @@ def means_sentence(claim, runs_by_seed):
     inside = [g for g in found if g['word'] == ties.TIED]
     wrong = [g for g in found if g['word'] not in (ties.TIED, g['want'])]
     word = settled(found)
-    detail = '; '.join(f'{g["what"]} of {g["a"]} against {g["b"]}: {g["mean_a"] - g["mean_b"]:+.3f} '
-                       f'(tolerance {g["tolerance"]:.3f})' for g in (wrong or inside or found)[:3])
+    detail = '; '.join(f'{g["label"]}: {g["mean_a"] - g["mean_b"]:+.3f} (tolerance {g["tolerance"]:.3f})'
+                       for g in (wrong or inside or found)[:3])
     more = len(wrong or inside or found) - 3
     said = {'holds': f'{_gaps(len(found), len(found))} {_verb(len(found), "goes", "go")} the claimed way beyond the '
                      f'tolerance of means of {n}',
@@ -61,7 +67,7 @@ def means_sentence(claim, runs_by_seed):
 
 
 def _gaps(k, n):
-    """'its one gap', 'both gaps', 'all 6 gaps', '2 of its 4 gaps'."""
+    """'its one gap', 'both gaps', 'all 6 gaps', '2 of its 4 gaps' (a threshold counts as a gap to it)."""
     if k == n:
         return 'its one gap' if n == 1 else 'both gaps' if n == 2 else f'all {n} gaps'
     return f'{k} of its {n} gaps'

@@ -258,8 +258,11 @@ def explained_count(explained, n_seeds):
     if not explained:
         return ''
     offered = sum(e['explanation'] is not None for e in explained)
-    return (f'{len(explained)} statements do not hold on {n_seeds} seeds; we offer a reading for {offered} of '
-            'them, each only because the measured fact it rests on holds on more than half the seeds.')
+    words = [e['verdict'] for e in explained]
+    kinds = and_join([f'{words.count(w)} {w}' for w in (claims.DOES_NOT_HOLD, claims.TIED, claims.SEED_DEPENDENT)
+                      if words.count(w)])
+    return (f'{len(explained)} statements are not found to hold on {n_seeds} seeds ({kinds}); we offer a reading for '
+            f'{offered} of them, each only because the measured fact it rests on holds on more than half the seeds.')
 
 
 def explanations_markdown(explained, ablation=()):
