@@ -127,3 +127,12 @@ def test_a_small_sweep_is_recorded_and_checked_against_the_run_cache(tmp_path, m
         assert framework_sweep.check_record(record, lambda seed, steps: arms_of(seed, steps + 1)) == [
             (seed, name, 'another provenance (code, base or kernels)') for seed in (0, 1)
             for name in ('none', 'top 20% entropy')]
+
+
+@pytest.mark.parametrize('kl_by_seed, word', [([0.011, 0.009, 0.012, 0.010, 0.013], claims.TIED),
+                                              ([0.21, 0.20, 0.22, 0.21, 0.20], claims.HOLDS),
+                                              ([0.001, 0.0011, 0.0009, 0.001, 0.0012], claims.DOES_NOT_HOLD)])
+def test_a_threshold_claim_about_an_option_is_tied_within_its_noise(kl_by_seed, word):
+    claim = next(c for c in fc.CLAIMS if c.key == 'sampler-differs')  # above 0.01 nats per token
+    runs_by_seed = [{fc.UNCORRECTED: dict(history=[dict(sampler_kl=kl)] * 4)} for kl in kl_by_seed]
+    assert claims.seed_verdict(claim, runs_by_seed, range(5))['verdict'] == word

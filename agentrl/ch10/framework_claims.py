@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from agentrl.ch10 import across, claims, experiments, ties
-from agentrl.ch10.claims import Claim, Gap, entropy_end, late_mean, metric
+from agentrl.ch10.claims import Bound, Claim, Gap, entropy_end, late_mean, metric
 from agentrl.paths import FRAMEWORK_SWEEP
 from agentrl.substrate.config import active
 from agentrl.substrate.gym import Env
@@ -178,18 +178,54 @@ def _above_none(what, name):
     return (Gap(what, name, ties.HIGHER, 'none'),)
 
 
+
+# The thresholds the checks above compare against, each read per seed so that a draw within one draw's noise of its
+# threshold is tied (claims.Bound); a comparison of two distances reads their difference against 0.
+def _apart(name, base):
+    return lambda runs: abs(entropy_end(runs[name]) - entropy_end(runs[base]))
+
+
+def _widest_mode_gap(runs):
+    base = entropy_end(runs['KL k3+ 0.3'])
+    return max(abs(entropy_end(runs[name]) - base) for name in AGGREGATED)
+
+
+def _length_gap(runs):
+    return late_mean(runs[AGGREGATED[0]], 'policy_tokens') - late_mean(runs[AGGREGATED[2]], 'policy_tokens')
+
+
+def _nearer_target(target):
+    def read(runs):
+        end, base = entropy_end(runs[f'entropy target {target}']), entropy_end(runs['none'])
+        return abs(end - target) - abs(base - target)
+    return read
+
+
+def _nearer_on_policy(name):
+    def read(runs):
+        truth = entropy_end(runs['none'])
+        return abs(entropy_end(runs[name]) - truth) - abs(entropy_end(runs[UNCORRECTED]) - truth)
+    return read
+
+
 CLAIMS = [
     Claim('ratio-kl-small', OPTION, 'at one epoch of two minibatches, weighting the k3 term by pi / pi_old (DeepSeek-'
           'V3.2) changes little: the final entropy agrees with the unweighted KL k3 0.3 within 0.05',
-          ('KL k3 0.3, ratio-weighted', 'KL k3 0.3'), _agrees('KL k3 0.3, ratio-weighted', 'KL k3 0.3')),
+          ('KL k3 0.3, ratio-weighted', 'KL k3 0.3'), _agrees('KL k3 0.3, ratio-weighted', 'KL k3 0.3'),
+          bounds=(Bound('final entropy apart', _apart('KL k3 0.3, ratio-weighted', 'KL k3 0.3'), ties.LOWER, AGREE),)),
     Claim('aggregation-keeps-balance', OPTION, 'with every term aggregated the same way the KL weighs the same against '
           'the policy term in each sequence, so all four modes end within 0.05 of one another\'s final entropy (each '
-          'within 0.05 of token-mean)', ('KL k3+ 0.3', *AGGREGATED), _modes_agree),
+          'within 0.05 of token-mean)', ('KL k3+ 0.3', *AGGREGATED), _modes_agree,
+          bounds=(Bound('largest final-entropy gap to token-mean', _widest_mode_gap, ties.LOWER, AGREE),)),
     Claim('per-sequence-mean-lengthens', OPTION, 'dividing each sequence by its own length favours long episodes (Dr. '
           'GRPO): seq-mean-token-mean ends with more policy tokens per episode than the fixed-length '
-          'seq-mean-token-sum-norm', AGGREGATED[::2], _length_bias),
+          'seq-mean-token-sum-norm', AGGREGATED[::2], _length_bias,
+          bounds=(Bound('policy tokens per episode, per-sequence mean less fixed length', _length_gap, ties.HIGHER,
+                        0.0),)),
     *[Claim(f'target-{target}-steers', OPTION, f'the entropy controller (Skywork-OR1) ends nearer its target {target} '
-            'than the unregularised run does', (f'entropy target {target}', 'none'), _closer_to_target(target))
+            'than the unregularised run does', (f'entropy target {target}', 'none'), _closer_to_target(target),
+            bounds=(Bound('distance to the target, less the unregularised run\'s', _nearer_target(target), ties.LOWER,
+                          0.0),))
       for target in ENTROPY_TARGETS],
     Claim('targets-ordered', OPTION, f'the lower target ({ENTROPY_TARGETS[1]}) ends with a lower entropy than the '
           f'higher ({ENTROPY_TARGETS[0]})', tuple(f'entropy target {t}' for t in ENTROPY_TARGETS), _targets_ordered,
@@ -202,17 +238,23 @@ CLAIMS = [
           'updating all of them (the 80/20 paper)', ('top 20% entropy', 'none'), _pass1_at_least_none('top 20% entropy'),
           _above_none('pass@1', 'top 20% entropy')),
     Claim('gspo-clips-sequences', OPTION, 'GSPO\'s clip on the sequence ratio (3e-4, 4e-4) silences whole sequences',
-          ('GSPO',), _gspo_clips_sequences),
+          ('GSPO',), _gspo_clips_sequences,
+          bounds=(Bound('share of sequences silenced', lambda runs: run_mean(runs['GSPO'], 'seq_clip_frac'),
+                        ties.HIGHER, 0.0),)),
     Claim('gspo-matches', OPTION, 'GSPO loses no held-out pass@1 against the token-level PPO objective', ('GSPO', 'none'),
           _pass1_at_least_none('GSPO'), _above_none('pass@1', 'GSPO')),
     Claim('cispo-keeps-entropy', OPTION, 'CISPO, which keeps a capped gradient on every token, ends with a higher '
           'entropy than PPO\'s clip, which silences tokens (MiniMax-M1)', ('CISPO', 'none'),
           _entropy_above_none('CISPO'), _above_none('final entropy', 'CISPO')),
     Claim('sampler-differs', OPTION, f'a sampler at temperature {SAMPLER_TEMPERATURE} differs from the trainer at 1.0 '
-          'by more than 0.01 nats per policy token', (UNCORRECTED,), _sampler_differs),
+          'by more than 0.01 nats per policy token', (UNCORRECTED,), _sampler_differs,
+          bounds=(Bound('KL(sampler || trainer) per policy token',
+                        lambda runs: run_mean(runs[UNCORRECTED], 'sampler_kl'), ties.HIGHER, 0.01),)),
     *[Claim(f'{mode}-corrects', OPTION, f'{mode} weights bring the final entropy nearer the on-policy run than '
             'leaving the sampler uncorrected', (f'sampler T={SAMPLER_TEMPERATURE}, {mode} 2', UNCORRECTED, 'none'),
-            _correction_closer(f'sampler T={SAMPLER_TEMPERATURE}, {mode} 2'))
+            _correction_closer(f'sampler T={SAMPLER_TEMPERATURE}, {mode} 2'),
+            bounds=(Bound('distance to the on-policy run, less the uncorrected run\'s',
+                          _nearer_on_policy(f'sampler T={SAMPLER_TEMPERATURE}, {mode} 2'), ties.LOWER, 0.0),))
       for mode in ('token_truncate', 'sequence_mask')],
 ]
 

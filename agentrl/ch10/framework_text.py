@@ -341,11 +341,13 @@ def findings(found, option_verdicts, runs_by_seed, rows):
     tied_keys = prose.and_join([f'`{v["key"]}`' for v in by_word[claims.TIED]])
     tie = entropy_tie(runs_by_seed)
     weighted = tie['means']['KL k3 0.3, ratio-weighted']
+    ratio_word = next((v['verdict'] for v in option_verdicts if v['key'] == 'ratio-kl-small'), 'not judged')
     bullets = _exact_bullets(found) + [
         f'**On TinyAgent** ({n} seeds, the chapter\'s rule): {len(by_word[claims.HOLDS])} of {len(option_verdicts)} '
         f'claims about the options hold'
         + (f', {len(by_word[claims.TIED])} are tied ({tied_keys})' if by_word[claims.TIED] else '')
-        + f'; {failing or "none"} do not. Our reading of the first: a differentiated ratio turns '
+        + f'; {failing or "none"} {"does" if len(by_word[claims.DOES_NOT_HOLD]) == 1 else "do"} not. Our reading of '
+        f'`ratio-kl-small` ({ratio_word}): a differentiated ratio turns '
         f'the $k_3$ term\'s gradient into the reverse KL\'s even on policy, so the run should sit by `KL k3+ 0.3`, not '
         f'`KL k3 0.3`. Its final entropy {weighted:.3f} is {tie["against"]["KL k3+ 0.3"]} against `KL k3+ 0.3` '
         f'({tie["means"]["KL k3+ 0.3"]:.3f}) and {tie["against"]["KL k3 0.3"]} against `KL k3 0.3` '
