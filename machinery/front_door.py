@@ -91,8 +91,12 @@ def glance_lines(recorded):
                      f'{counts_phrase(words)}.')
     real = recorded.get(REAL_MODEL_NOTEBOOK, REAL_CLAIMS_KEY, [])
     if real:
+        forced = [r for r in real if r.get('forced_by')]
+        judged = [r for r in real if not r.get('forced_by')]
         lines.append(f'- **On a real language model** (SmolLM2-135M-Instruct, notebook 14), of the chapter\'s '
-                     f'{len(real)} statements about distributions: {counts_phrase([r["verdict"] for r in real])}.')
+                     f'{len(real)} statements about distributions: {counts_phrase([r["verdict"] for r in judged])}'
+                     + (f'; {len(forced)} more could not have failed on any model (an identity or a bound forces '
+                        f'them) and {"is" if len(forced) == 1 else "are"} not counted' if forced else '') + '.')
     if len(lines) > MAX_LINES:
         raise ValueError(f'the first screen has {len(lines)} lines, more than {MAX_LINES}')
     return lines

@@ -29,7 +29,7 @@ def test_the_opening_counts_what_held_and_names_what_did_not():
     assert 'Our reading: our reading here.' in text
     assert ('On 5 seeds it is true on 0 with the per-turn cost (does not hold) and on 4 without it (holds): the '
             'per-turn cost is a candidate cause.') in text
-    assert 'fragile: holds, 3/5 here; does not hold, 1/5 on other stream' in text  # the hair-thin one
+    assert 'fragile: the bare check holds, 3/5 here; does not hold, 1/5 on other stream' in text  # the hair-thin one
     assert 'on 1 it says the opposite of the five-seed verdict' in text
 
 

@@ -25,10 +25,11 @@ def test_a_verdict_that_keeps_its_word_is_stable_and_one_that_moves_is_fragile_w
     rows = stability.stability(now, [other])
     assert [r['label'] for r in rows] == [stability.STABLE, stability.FRAGILE, stability.STABLE]
     assert rows[2]['others'] == []  # the other stream did not record claim c
-    assert stability.fragile_phrase(rows[1]) == 'fragile: does not hold, 2/5 here; holds, 3/5 on other'
+    assert stability.fragile_phrase(rows[1]) == 'fragile: the bare check does not hold, 2/5 here; holds, 3/5 on other'
     assert stability.fragile_phrase(rows[0]) == ''
-    assert stability.stability_summary(rows).startswith('1 of 2 verdicts get the same word on these runs and on the 1 '
-                                                        'other arithmetic stream recorded; 1 is fragile: claim b')
+    assert stability.stability_summary(rows).startswith(
+        'By their bare checks (the tie set aside, as the other streams recorded only those), 1 of 2 claims get the same '
+        'word on these runs and on the 1 other arithmetic stream recorded; 1 is fragile: claim b')
 
 
 def test_a_stream_on_other_seeds_is_not_compared():
@@ -41,7 +42,7 @@ def test_the_markdown_table_has_a_column_per_stream_and_a_legend():
     now = [verdict('a', [T, T, T, F, F])]
     text = stability.stability_markdown(stability.stability(now, [stream('one', {'a': [T] * 5})]),
                                         [stream('one', {'a': [T] * 5})])
-    assert '| claim | these runs | one | |' in text
+    assert '| claim (bare check) | these runs | one | |' in text
     assert '| claim a | holds, 3/5 | holds, 5/5 | stable |' in text
     assert '- *one*: the one stream; Y.' in text
 

@@ -65,7 +65,8 @@ def _seeds_cell(summary, stable_row, unit='seeds'):
         return text
     moved = [f'{word}, {k2} of {n2} {unit} on {label}' for label, word, k2, n2 in stable_row['others']
              if word != stable_row['verdict']]
-    return f'fragile: {text} here; ' + '; '.join(moved)
+    return (f'fragile: {text} here; its bare check {stable_row["verdict"]}, {stable_row["held_on"]} of '
+            f'{stable_row["n"]} {unit} here and ' + '; '.join(moved))
 
 
 def glance_rows(records):

@@ -118,11 +118,13 @@ def count_phrase(verdict, held_on, n):
 
 
 def fragile_phrase(row):
-    """'fragile: holds, 3/5 here; does not hold, 1/5 on <stream>' for a stability row ('' for a stable one)."""
+    """'fragile: the bare check holds, 3/5 here; does not hold, 1/5 on <stream>' for a stability row ('' for a
+    stable one). The other streams recorded the bare checks only, so the words compared are the bare checks'."""
     if row['label'] != FRAGILE:
         return ''
     moved = [f'{count_phrase(word, k, n)} on {label}' for label, word, k, n in row['others'] if word != row['verdict']]
-    return f'fragile: {count_phrase(row["verdict"], row["held_on"], row["n"])} here; ' + '; '.join(moved)
+    bare = '' if row['held_on'] is None else 'the bare check '  # a one-word judgement has no bare check to name
+    return f'fragile: {bare}{count_phrase(row["verdict"], row["held_on"], row["n"])} here; ' + '; '.join(moved)
 
 
 def stability_summary(rows):
@@ -132,12 +134,13 @@ def stability_summary(rows):
         return 'No other arithmetic stream is recorded on these seeds, so the verdicts\' stability is not measured here.'
     fragile = [r for r in compared if r['label'] == FRAGILE]
     streams = len({other[0] for r in compared for other in r['others']})
-    head = (f'{len(compared) - len(fragile)} of {len(compared)} verdicts get the same word on these runs and on the '
+    head = (f'By their bare checks (the tie set aside, as the other streams recorded only those), '
+            f'{len(compared) - len(fragile)} of {len(compared)} claims get the same word on these runs and on the '
             f'{streams} other arithmetic stream{"s" if streams != 1 else ""} recorded')
     if not fragile:
         return head + ': none is fragile.'
     return head + f'; {len(fragile)} {"is" if len(fragile) == 1 else "are"} fragile: ' + '; '.join(
-        f'{r["text"]} ({fragile_phrase(r)[len("fragile: "):]})' for r in fragile) + '.'
+        f'{r["text"]} ({fragile_phrase(r).split(": ", 1)[1].removeprefix("the bare check ")})' for r in fragile) + '.'
 
 
 def stability_markdown(rows, others):
@@ -147,7 +150,8 @@ def stability_markdown(rows, others):
     lines = [stability_summary(rows), '']
     if not labels:
         return '\n'.join(lines)
-    lines += ['| claim | these runs | ' + ' | '.join(labels) + ' | |', '|---|---|' + '---|' * len(labels) + '---|']
+    lines += ['| claim (bare check) | these runs | ' + ' | '.join(labels) + ' | |',
+              '|---|---|' + '---|' * len(labels) + '---|']
     for r in rows:
         theirs = {label: count_phrase(word, k, n) for label, word, k, n in r['others']}
         cells = [theirs.get(label, 'not recorded') for label in labels]
