@@ -64,7 +64,7 @@ def test_a_timed_make_records_its_total_its_notebooks_and_a_clean_tree(tmp_path)
     assert [n['notebook'] for n in entry['notebooks']] == ['07_a', '14_b']
     assert entry['clean_before'] and entry['changed_after'] == []
     lines = make_clock.second_make_lines(make_clock.save(entry, tmp_path / 'times.json'))
-    assert 'loading 70 runs from the run cache and training none, took 2 min 30 s' in lines[0]
+    assert '(70 run loads from the run cache over the notebooks, no run trained) took 2 min 30 s' in lines[0]
     assert 'notebook 07, the longest, took 1 min 20 s' in lines[0] and 'left `git status` clean' in lines[0]
 
 
