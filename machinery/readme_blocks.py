@@ -11,7 +11,7 @@ from agentrl.calibration import differences, substrates
 from agentrl.calibration.fit import below_the_rule, fit_clause
 from agentrl.calibration.freeze import CONFIRM_ROWS, decision_from_export
 from agentrl.calibration.rows import fitted_counts
-from agentrl.ch10 import claims, stability
+from agentrl.ch10 import across, claims, stability
 from agentrl.ch10.claims import DOES_NOT_HOLD, HOLDS, MECHANISM, SEED_DEPENDENT, seed_rule_text
 from agentrl.paths import CALIBRATION, FRAMEWORK_SWEEP
 from machinery import record_words as words, verdict_shift
@@ -200,9 +200,10 @@ def across_lines(recorded):
     labels = [row['label'] for row in rows]
     lines = [f'- **The same claims on {len(names)} substrates** (notebook 11; '
              + ', '.join(substrates.heading(facts[n]) for n in names)
-             + f'; seeds 0-4 each): of {len(rows)} claims, {labels.count("robust")} are robust (the same verdict, '
-             f'holds or does not hold, on every substrate), {labels.count("substrate-dependent")} '
-             f'substrate-dependent and {labels.count("seed-dependent")} seed-dependent.']
+             + f'; seeds 0-4 each): of {len(rows)} claims, {labels.count(across.ROBUST)} are robust (the same verdict, '
+             f'holds or does not hold, on every substrate), {labels.count(across.SUBSTRATE_DEPENDENT)} '
+             f'substrate-dependent, {labels.count(across.TIED_EVERYWHERE)} tied on every substrate and '
+             f'{labels.count(across.UNDECIDED)} undecided (tied or seed-dependent on some substrate).']
     if 't45' in names and 'long' in names:
         differ = [row for row in rows if row['cells']['t45']['verdict'] != row['cells']['long']['verdict']]
         long_trial = facts['long']['trial']

@@ -518,7 +518,7 @@ def test_the_across_substrate_lines_set_the_two_frozen_substrates_side_by_side()
                                                    substrate_facts=facts)})
     lines = across_lines(recorded)
     assert 'on 2 substrates** (notebook 11; trial 45, trial 12 (long calls)' in lines[0]
-    assert '1 are robust' in lines[0] and '1 substrate-dependent and 0 seed-dependent' in lines[0]
+    assert '1 are robust' in lines[0] and '1 substrate-dependent, 0 tied on every substrate and 0 undecided' in lines[0]
     assert lines[1] == ('  - trial 45 and the long-grammar substrate (trial 12) side by side: 1 of 2 claims get the '
                         'same verdict on both; they differ on claim b (holds on trial 45, does not hold on trial 12).')
     assert across_lines(FakeRecorded({})) == [

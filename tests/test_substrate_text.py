@@ -33,9 +33,9 @@ def test_where_verdicts_groups_substrates_by_verdict():
     r = row('x', across.SUBSTRATE_DEPENDENT, a=cell(5, claims.HOLDS), b=cell(1, claims.DOES_NOT_HOLD),
             c=cell(4, claims.HOLDS))
     assert st.where_verdicts(r, NAMES) == 'holds on trial 1 5/5 and trial 3 4/5; fails on trial 2 1/5'
-    tie = row('y', across.SEED_DEPENDENT, a=cell(2, claims.SEED_DEPENDENT, seeds=4))
+    tie = row('y', across.UNDECIDED, a=cell(2, claims.SEED_DEPENDENT, seeds=4))
     assert st.where_verdicts(tie, NAMES) == 'is seed-dependent on trial 1 2/4'
-    tied = row('z', across.SEED_DEPENDENT, a=cell(0, claims.TIED), b=cell(4, claims.HOLDS))
+    tied = row('z', across.UNDECIDED, a=cell(0, claims.TIED), b=cell(4, claims.HOLDS))
     assert st.where_verdicts(tied, NAMES) == 'holds on trial 2 4/5; is tied on trial 1 0/5'
 
 

@@ -10,7 +10,7 @@ from agentrl.calibration import substrates
 from agentrl.ch10 import across, claims, explanations, ties
 from agentrl.fingerprint import code_fingerprint
 
-LABELS = (across.ROBUST, across.SUBSTRATE_DEPENDENT, across.SEED_DEPENDENT, across.TIED_EVERYWHERE)
+LABELS = (across.ROBUST, across.SUBSTRATE_DEPENDENT, across.UNDECIDED, across.TIED_EVERYWHERE)
 GAP_RUNS = ('KL k3 0.3', 'KL k3+ 0.3')  # the two runs whose final entropies 'estimators-agree' compares
 
 
@@ -95,7 +95,7 @@ def claims_markdown(rows, headers):
     seeds = sorted({c['seeds'] for row in rows for c in row['cells'].values()})
     return (rule_markdown(seeds[-1]) + '\n\n' + across.claim_table_markdown(rows, headers) + '\n\n'
             + f'Of {len(rows)} claims on {on_substrates(len(headers))}, {counts[across.ROBUST]} are robust, '
-            f'{counts[across.SUBSTRATE_DEPENDENT]} substrate-dependent, {counts[across.SEED_DEPENDENT]} seed-dependent '
+            f'{counts[across.SUBSTRATE_DEPENDENT]} substrate-dependent, {counts[across.UNDECIDED]} undecided '
             f'and {counts[across.TIED_EVERYWHERE]} tied on every one.')
 
 
@@ -110,7 +110,8 @@ def rule_markdown(n_seeds):
     return (f'On each substrate, notebook 09\'s seed rule ({claims.seed_rule_text(n_seeds)}). Across the substrates, '
             f'one label per claim: **{across.ROBUST}**, the same verdict, holds or does not hold, on every substrate; '
             f'**{across.SUBSTRATE_DEPENDENT}**, it holds on one substrate and does not hold on another; '
-            f'**{across.TIED_EVERYWHERE}**, tied on every substrate; **{across.SEED_DEPENDENT}**, anything else. A '
+            f'**{across.TIED_EVERYWHERE}**, tied on every substrate; **{across.UNDECIDED}**, anything else (tied or '
+            'seed-dependent on some substrate, with no substrate where it holds beside one where it does not). A '
             'cell gives the seeds on which the claim holds beyond the noise, then the verdict (*holds*, *no*, *tied* '
             'or *seed*).')
 
@@ -265,9 +266,10 @@ def found_markdown(sweep):
         bullets.append(f'**{len(groups[across.SUBSTRATE_DEPENDENT])} depend on the substrate**: '
                        + '; '.join(f'*{row["text"]}* {where_verdicts(row, names)}'
                                    for row in groups[across.SUBSTRATE_DEPENDENT]) + '.')
-    if groups[across.SEED_DEPENDENT]:
-        bullets.append(f'**{len(groups[across.SEED_DEPENDENT])} depend on the seed** on some substrate: '
-                       + ', '.join(row['key'] for row in groups[across.SEED_DEPENDENT]) + '.')
+    if groups[across.UNDECIDED]:
+        bullets.append(f'**{len(groups[across.UNDECIDED])} are undecided**: tied or seed-dependent on some substrate, '
+                       'with no substrate where the claim holds beside one where it does not: '
+                       + ', '.join(row['key'] for row in groups[across.UNDECIDED]) + '.')
     bullets.append(readings_bullet(sweep))
     if 'estimators-agree' in sweep.checked:
         bullets.append(gap_bullet(sweep))

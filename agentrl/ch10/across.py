@@ -16,7 +16,8 @@ import dataclasses
 
 from agentrl.ch10 import claims, experiments, explanations
 
-ROBUST, SUBSTRATE_DEPENDENT, SEED_DEPENDENT = 'robust', 'substrate-dependent', 'seed-dependent'
+ROBUST, SUBSTRATE_DEPENDENT = 'robust', 'substrate-dependent'
+UNDECIDED = 'undecided'  # tied or seed-dependent on some substrate, and nowhere holding beside failing
 TIED_EVERYWHERE = 'tied'  # tied on every substrate: the noise decides nothing anywhere
 HISTORY_KEYS = ('step', 'entropy', 'reward', 'reads', 'invalid', 'kl_ref', 'signal')  # what the checks read per step
 METRIC_KEYS = ('pass1', 'pass8', 'distinct', 'invalid', 'kl_start')  # ... and of the held-out evaluation
@@ -77,7 +78,7 @@ def label(verdicts):
         return SUBSTRATE_DEPENDENT
     if set(verdicts) == {claims.TIED}:
         return TIED_EVERYWHERE
-    return SEED_DEPENDENT
+    return UNDECIDED
 
 
 def claim_table(verdicts_by_substrate):

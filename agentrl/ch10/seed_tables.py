@@ -219,9 +219,11 @@ def scale_reading(scale_verdicts):
         return ('Every re-checked mechanism holds one step further: consistent with a substrate on which the '
                 'regularisers are relatively weaker, though one step up does not prove that is the only difference.')
     if holding:
-        return (f'{holding} of the {len(scale_verdicts)} re-checks {"holds" if holding == 1 else "hold"}; the others '
-                'still depend on the seed (or fail) '
-                'one step further, so for them the weaker-regulariser reading is not confirmed.')
+        others = [v['verdict'] for v in scale_verdicts if v['verdict'] != claims.HOLDS]
+        said = and_join([f'{others.count(w)} {w}' for w in (claims.DOES_NOT_HOLD, claims.TIED, claims.SEED_DEPENDENT)
+                         if others.count(w)])
+        return (f'{holding} of the {len(scale_verdicts)} re-checks {"holds" if holding == 1 else "hold"}; of the others '
+                f'one step further, {said}, so for them the weaker-regulariser reading is not confirmed.')
     return ('None of the re-checks holds: one step further is not enough to make these mechanisms appear here, '
             'and the weaker-regulariser reading is not confirmed.')
 
