@@ -88,7 +88,6 @@ def gap_tolerance(gap, replicates, pool=(), n_each=1):
     return ties.tolerance(spread, n_each=n_each)
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Bound:
     """One fixed threshold a claim rests on: the number `read(runs)` (named `what`) should be `want` ('higher' or
@@ -300,7 +299,8 @@ def _entropy_change(name):
     return lambda runs: abs(entropy_end(runs[name]) / entropy_start(runs[name]) - 1)
 
 
-def _entropy_apart(a, b):
+def entropy_apart(a, b):
+    """runs -> how far apart the final entropies of runs a and b end (a threshold claim's reading)."""
     return lambda runs: abs(entropy_end(runs[a]) - entropy_end(runs[b]))
 
 
@@ -369,7 +369,7 @@ CLAIMS = [
           pool=CHAPTER_ARMS),
     Claim('estimators-agree', OBSERVATION, 'at 0.3 the k3 and k3+ losses end within 0.05 nats of each other',
           ('KL k3 0.3', 'KL k3+ 0.3'), _estimators_agree,
-          bounds=(Bound('final entropy apart', _entropy_apart('KL k3 0.3', 'KL k3+ 0.3'), ties.LOWER, 0.05),)),
+          bounds=(Bound('final entropy apart', entropy_apart('KL k3 0.3', 'KL k3+ 0.3'), ties.LOWER, 0.05),)),
     Claim('kl-costs-pass1', OBSERVATION, 'stronger KL costs pass@1: KL 1.0 < KL 0.3 < none',
           ('KL k3+ 1.0', 'KL k3+ 0.3', 'none'), _kl_costs_pass1, _rising('pass@1', ('KL k3+ 1.0', 'KL k3+ 0.3', 'none')),
           pool=CHAPTER_ARMS),

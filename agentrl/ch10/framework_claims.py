@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from agentrl.ch10 import across, claims, experiments, ties
-from agentrl.ch10.claims import Bound, Claim, Gap, entropy_end, late_mean, metric
+from agentrl.ch10.claims import Bound, Claim, Gap, entropy_apart, entropy_end, late_mean, metric
 from agentrl.paths import FRAMEWORK_SWEEP
 from agentrl.substrate.config import active
 from agentrl.substrate.gym import Env
@@ -181,10 +181,6 @@ def _above_none(what, name):
 
 # The thresholds the checks above compare against, each read per seed so that a draw within one draw's noise of its
 # threshold is tied (claims.Bound); a comparison of two distances reads their difference against 0.
-def _apart(name, base):
-    return lambda runs: abs(entropy_end(runs[name]) - entropy_end(runs[base]))
-
-
 def _widest_mode_gap(runs):
     base = entropy_end(runs['KL k3+ 0.3'])
     return max(abs(entropy_end(runs[name]) - base) for name in AGGREGATED)
@@ -212,7 +208,8 @@ CLAIMS = [
     Claim('ratio-kl-small', OPTION, 'at one epoch of two minibatches, weighting the k3 term by pi / pi_old (DeepSeek-'
           'V3.2) changes little: the final entropy agrees with the unweighted KL k3 0.3 within 0.05',
           ('KL k3 0.3, ratio-weighted', 'KL k3 0.3'), _agrees('KL k3 0.3, ratio-weighted', 'KL k3 0.3'),
-          bounds=(Bound('final entropy apart', _apart('KL k3 0.3, ratio-weighted', 'KL k3 0.3'), ties.LOWER, AGREE),)),
+          bounds=(Bound('final entropy apart', entropy_apart('KL k3 0.3, ratio-weighted', 'KL k3 0.3'), ties.LOWER,
+                        AGREE),)),
     Claim('aggregation-keeps-balance', OPTION, 'with every term aggregated the same way the KL weighs the same against '
           'the policy term in each sequence, so all four modes end within 0.05 of one another\'s final entropy (each '
           'within 0.05 of token-mean)', ('KL k3+ 0.3', *AGGREGATED), _modes_agree,
