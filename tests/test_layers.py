@@ -14,7 +14,7 @@ MACHINERY = REPO / 'machinery'
 # rank of each part of the package: a module may import only from parts of lower or equal rank
 RANK = {'paths': 0, 'atomic': 0, 'verified_cache': 0, 'progress': 0, 'fingerprint': 0, 'cpu': 0, 'plotting': 0, 'results': 0,
         'stopping': 0, 'executors': 0, 'run_times': 0, 'chapter': 0, 'side_runs': 0, 'prose': 0,
-        'core': 1, 'substrate': 2, 'ch10': 3, 'pretrained': 3, 'calibration': 4}
+        'core': 1, 'substrate': 2, 'ch10': 3, 'pretrained': 3, 'calibration': 4, 'realrl': 4}
 
 
 def modules():
