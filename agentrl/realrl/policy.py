@@ -1,0 +1,46 @@
+"""A transformers causal LM as the GRPO engine sees a policy, and the chat codec that turns tasks into token ids."""
+from dataclasses import dataclass
+
+import torch
+
+from agentrl.pretrained.sampling import chat_ids
+
+END_OF_TURN = '<|im_end|>'  # SmolLM2's chat template closes every turn with this token
+
+
+class CausalLMPolicy(torch.nn.Module):
+    """policy(ids [B, T], widths=None) -> logits [B, T, V], as agentrl.substrate.grpo.rl_update calls a policy.
+
+    Rows are right-padded, so under causal attention a row's padding never reaches its own earlier positions and no
+    attention mask is needed; `widths` (how far each row is read) is accepted and not used: the engine reads only
+    positions inside them.
+    """
+
+    def __init__(self, lm):
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, ids, widths=None):
+        return self.lm(ids).logits  # [B, T, V]
+
+
+@dataclass
+class ChatCodec:
+    """Task prompts to ids and replies to text, through a transformers tokenizer's chat template."""
+    tokenizer: object
+
+    @property
+    def end_id(self):
+        return self.tokenizer.convert_tokens_to_ids(END_OF_TURN)
+
+    @property
+    def pad_id(self):
+        return self.end_id  # padding sits after a row's last policy token, where nothing reads it
+
+    def prompt(self, task):
+        """The chat template's ids for the task's system and user turns, ready for the reply -> [P]."""
+        return chat_ids(self.tokenizer, task.user, task.system)
+
+    def text(self, tokens, mask):
+        """One reply's text up to its end of turn (tokens, mask [T])."""
+        return self.tokenizer.decode(tokens[mask.bool()], skip_special_tokens=True)

@@ -1,0 +1,106 @@
+"""The real model's rollout: groups of replies to training prompts, scored, measured, and collated for the engine.
+
+One step draws cfg.tasks_per_step prompts with the training generator, samples cfg.group_size replies to each at the
+sampler's temperature, and scores every reply with the task's strict reward. Groups whose rewards are all equal carry
+no GRPO signal: they are dropped from the update, and up to cfg.max_redraws fresh draws are made when none is left.
+"""
+from dataclasses import dataclass
+
+import torch
+
+from agentrl.core.logprobs import entropy_from_logits
+from agentrl.pretrained.sampling import next_token_logprobs, sample
+from agentrl.realrl.rewards import reward
+from agentrl.realrl.tasks import draw_tasks
+
+
+@dataclass
+class ReplyGroup:
+    """cfg.group_size replies to one prompt."""
+    task: object  # agentrl.realrl.tasks.Task
+    prompt: torch.Tensor  # [P]
+    tokens: torch.Tensor  # [G, L] the drawn ids
+    mask: torch.Tensor  # [G, L] 1.0 up to and including the end of turn
+    logp: torch.Tensor  # [G, L, V] the sampling distribution at each position, as log-probs
+    texts: list  # [G] the replies, decoded
+    rewards: list  # [G] 0.0 or 1.0
+
+    @property
+    def flat(self):
+        return len(set(self.rewards)) == 1
+
+    def chosen_logp(self):
+        """The sampler's log-prob of each drawn token -> [G, L]."""
+        return self.logp.gather(-1, self.tokens[..., None])[..., 0]
+
+
+class TaskRollout:
+    """Sampling, scoring and collating on `tasks` for the GRPO engine (see the module's docstring)."""
+
+    def __init__(self, tasks, codec, reply_tokens, sandbox=None):
+        if reply_tokens < 1:
+            raise ValueError(f'reply_tokens must be >= 1, got {reply_tokens}')
+        self.tasks, self.codec, self.reply_tokens, self.sandbox = list(tasks), codec, reply_tokens, sandbox
+
+    def group(self, policy, task, size, temperature, generator):
+        """`size` replies to one task's prompt, drawn with `generator` -> ReplyGroup."""
+        prompt = self.codec.prompt(task)
+        drawn = sample(policy.lm, prompt, size, self.reply_tokens, generator, temperature, self.codec.end_id,
+                       keep_logp=True)
+        texts = [self.codec.text(row, m) for row, m in zip(drawn.tokens, drawn.mask)]
+        return ReplyGroup(task, prompt, drawn.tokens, drawn.mask, drawn.logp, texts,
+                          [reward(task, text, self.sandbox) for text in texts])
+
+    def groups(self, policy, tasks, cfg, generator):
+        return [self.group(policy, task, cfg.group_size, cfg.temperature, generator) for task in tasks]
+
+    def sample_step(self, policy, cfg, generator):
+        """One step's groups -> (kept, sampled): sampled is the first draw, kept its groups with a reward spread (or
+        those of a later draw, at most cfg.max_redraws more, when the first has none)."""
+        sampled = kept = None
+        for _ in range(1 + cfg.max_redraws):
+            drawn = self.groups(policy, draw_tasks(self.tasks, cfg.tasks_per_step, generator), cfg, generator)
+            sampled = drawn if sampled is None else sampled
+            kept = [g for g in drawn if not g.flat]
+            if kept:
+                break
+        return kept, sampled
+
+    def collate(self, groups):
+        """Groups -> the engine's batch: ids [B, T] (prompt then reply, right-padded), action_mask [B, T-1] (1 where
+        token t + 1 is a reply token), sample_logp [B, T-1], rewards [B], n_turns [B] (one turn each)."""
+        rows = [(g.prompt, g.tokens[i], g.mask[i], g.chosen_logp()[i]) for g in groups for i in range(len(g.tokens))]
+        T = max(len(p) + len(t) for p, t, _, _ in rows)
+        ids = torch.full((len(rows), T), self.codec.pad_id, dtype=torch.long)
+        action_mask, sample_logp = torch.zeros(len(rows), T - 1), torch.zeros(len(rows), T - 1)
+        for b, (prompt, tokens, mask, logp) in enumerate(rows):
+            P, L = len(prompt), len(tokens)
+            ids[b, :P + L] = torch.cat([prompt, tokens])
+            action_mask[b, P - 1:P - 1 + L] = mask
+            sample_logp[b, P - 1:P - 1 + L] = logp * mask
+        rewards = torch.tensor([r for g in groups for r in g.rewards], dtype=torch.float)
+        return dict(ids=ids, action_mask=action_mask, sample_logp=sample_logp, rewards=rewards,
+                    n_turns=torch.ones(len(rows), dtype=torch.long))
+
+    def stats(self, groups, reference=None, temperature=1.0):
+        """Means over the sampled replies: reward (= pass@1, the rewards being 0 or 1), reply length in tokens, the
+        share of flat groups, and the sampling policy's entropy over the whole vocabulary at the reply positions.
+        With a reference policy, also the KL to it at those positions (both at `temperature`, the sampler's): exact,
+        and k3 on the drawn tokens."""
+        mask = torch.cat([g.mask for g in groups])  # [B, L]
+        logp = torch.cat([g.logp for g in groups])  # [B, L, V]
+        n = mask.sum()
+        record = dict(reward=sum(sum(g.rewards) for g in groups) / mask.shape[0],
+                      reply_tokens=(n / mask.shape[0]).item(),
+                      zero_var=sum(g.flat for g in groups) / len(groups),
+                      entropy_sampled=((entropy_from_logits(logp) * mask).sum() / n).item())
+        if reference is not None:
+            ref_logp = torch.cat([next_token_logprobs(reference.lm, g.prompt, g.tokens, temperature)
+                                  for g in groups])  # [B, L, V]
+            exact = (logp.exp() * (logp - ref_logp)).sum(-1)  # [B, L]
+            tokens = torch.cat([g.tokens for g in groups])[..., None]
+            log_ratio = (ref_logp.gather(-1, tokens) - logp.gather(-1, tokens))[..., 0]  # log pi_ref - log pi
+            k3 = torch.expm1(log_ratio) - log_ratio
+            record.update(kl_exact=((exact * mask).sum() / n).item(), kl_k3=((k3 * mask).sum() / n).item())
+        return record
+
