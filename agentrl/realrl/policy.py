@@ -4,6 +4,7 @@ from dataclasses import dataclass
 import torch
 
 from agentrl.pretrained.sampling import chat_ids
+from agentrl.realrl.prefix import shared_forward
 
 END_OF_TURN = '<|im_end|>'  # SmolLM2's chat template closes every turn with this token
 
@@ -13,7 +14,8 @@ class CausalLMPolicy(torch.nn.Module):
 
     Rows are right-padded, so under causal attention a row's padding never reaches its own earlier positions and no
     attention mask is needed; `widths` (how far each row is read) is accepted and not used: the engine reads only
-    positions inside them.
+    positions inside them. Prefixes shared by several rows (the system prompt, a group's prompt) are computed once
+    (agentrl.realrl.prefix).
     """
 
     def __init__(self, lm):
@@ -21,7 +23,7 @@ class CausalLMPolicy(torch.nn.Module):
         self.lm = lm
 
     def forward(self, ids, widths=None):
-        return self.lm(ids).logits  # [B, T, V]
+        return shared_forward(self.lm, ids)  # [B, T, V]
 
 
 @dataclass

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 import torch
 
 from agentrl.core.logprobs import entropy_from_logits
-from agentrl.pretrained.sampling import next_token_logprobs, sample
+from agentrl.cpu import fixed_threads
+from agentrl.pretrained.loader import MODEL_THREADS
 from agentrl.realrl.rewards import reward
+from agentrl.realrl.sampling import sample_replies
 from agentrl.realrl.tasks import draw_tasks
 
 
@@ -42,17 +44,17 @@ class TaskRollout:
             raise ValueError(f'reply_tokens must be >= 1, got {reply_tokens}')
         self.tasks, self.codec, self.reply_tokens, self.sandbox = list(tasks), codec, reply_tokens, sandbox
 
-    def group(self, policy, task, size, temperature, generator):
-        """`size` replies to one task's prompt, drawn with `generator` -> ReplyGroup."""
-        prompt = self.codec.prompt(task)
-        drawn = sample(policy.lm, prompt, size, self.reply_tokens, generator, temperature, self.codec.end_id,
-                       keep_logp=True)
-        texts = [self.codec.text(row, m) for row, m in zip(drawn.tokens, drawn.mask)]
-        return ReplyGroup(task, prompt, drawn.tokens, drawn.mask, drawn.logp, texts,
-                          [reward(task, text, self.sandbox) for text in texts])
-
     def groups(self, policy, tasks, cfg, generator):
-        return [self.group(policy, task, cfg.group_size, cfg.temperature, generator) for task in tasks]
+        """cfg.group_size replies to each task's prompt, all drawn in one batch with `generator` -> [ReplyGroup]."""
+        prompts = [self.codec.prompt(task) for task in tasks]
+        drawn = sample_replies(policy.lm, prompts, cfg.group_size, self.reply_tokens, generator, cfg.temperature,
+                               self.codec.end_id, keep_logp=True)
+        out = []
+        for task, samples in zip(tasks, drawn):
+            texts = [self.codec.text(row, m) for row, m in zip(samples.tokens, samples.mask)]
+            out.append(ReplyGroup(task, samples.prompt, samples.tokens, samples.mask, samples.logp, texts,
+                                  [reward(task, text, self.sandbox) for text in texts]))
+        return out
 
     def sample_step(self, policy, cfg, generator):
         """One step's groups -> (kept, sampled): sampled is the first draw, kept its groups with a reward spread (or
@@ -95,8 +97,7 @@ class TaskRollout:
                       zero_var=sum(g.flat for g in groups) / len(groups),
                       entropy_sampled=((entropy_from_logits(logp) * mask).sum() / n).item())
         if reference is not None:
-            ref_logp = torch.cat([next_token_logprobs(reference.lm, g.prompt, g.tokens, temperature)
-                                  for g in groups])  # [B, L, V]
+            ref_logp = reply_logp(reference, groups, temperature)  # [B, L, V]
             exact = (logp.exp() * (logp - ref_logp)).sum(-1)  # [B, L]
             tokens = torch.cat([g.tokens for g in groups])[..., None]
             log_ratio = (ref_logp.gather(-1, tokens) - logp.gather(-1, tokens))[..., 0]  # log pi_ref - log pi
@@ -104,3 +105,14 @@ class TaskRollout:
             record.update(kl_exact=((exact * mask).sum() / n).item(), kl_k3=((k3 * mask).sum() / n).item())
         return record
 
+
+def reply_logp(policy, groups, temperature=1.0):
+    """The policy's log-distribution at every reply position of the groups' rows, without gradients -> [B, L, V]."""
+    rows = [torch.cat([g.prompt, row]) for g in groups for row in g.tokens]
+    starts = [len(g.prompt) - 1 for g in groups for _ in g.tokens]
+    ids = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)  # [B, T], right-padded
+    length = groups[0].tokens.shape[1]
+    with fixed_threads(MODEL_THREADS), torch.no_grad():
+        logits = policy(ids)  # [B, T, V]
+        picked = torch.stack([logits[b, s:s + length] for b, s in enumerate(starts)])  # [B, L, V]
+        return torch.log_softmax(picked.float() / temperature, -1)
