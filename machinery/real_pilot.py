@@ -1,10 +1,11 @@
-"""The real model's task pilot (issue: GRPO on SmolLM2): the base model on every level's training prompts, and the
-level agentrl.realrl.pilot's rule picks. Writes results/real_pilot.json; `make` never runs it.
+"""The real model's task pilot: the base model on the training prompts of each level asked for, and the level
+agentrl.realrl.pilot's rule picks among them. Each call is a round appended to results/real_pilot.json (earlier
+rounds are kept); `make` never runs it.
 
     python -m machinery.real_pilot [--levels add1 code-arith ...]
 
-The rule was committed before this ran. Timings are only meaningful on an otherwise idle machine: the record notes
-the CPU and the load average at the start.
+The rule was committed before the first round ran. Timings are only meaningful on an otherwise idle machine: each round
+notes the CPU and the load average at its start.
 """
 import argparse
 import datetime
@@ -40,6 +41,7 @@ def main(argv=None):
         print(f'{level}: pass@1 {result.pass1:.3f}, flat {result.flat_share:.2f}, projected step '
               f'{result.step_seconds:.1f} s, qualifies {result.qualifies}', flush=True)
     sandbox.close()
+    rounds = json.loads(RECORD.read_text())['rounds'] if RECORD.exists() else []
     record = dict(commit=commit, cpu=cpu_name(), started=started, load_at_start=round(load, 2),
                   rule=dict(pass_band=list(pilot.PASS_BAND), max_flat_share=pilot.MAX_FLAT_SHARE,
                             prompts=pilot.PILOT_PROMPTS, group=pilot.PILOT_GROUP, seed=pilot.PILOT_SEED,
@@ -48,8 +50,8 @@ def main(argv=None):
                   levels=[p.as_dict() for p in pilots], chosen=pilot.choose(pilots))
     RECORD.parent.mkdir(parents=True, exist_ok=True)
     with atomic_output(RECORD, suffix='.json') as tmp:
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + '\n')
-    print(f'chosen: {record["chosen"]}; written {RECORD.relative_to(REPO)}')
+        tmp.write_text(json.dumps(dict(rounds=rounds + [record]), indent=1, sort_keys=True) + '\n')
+    print(f'round {len(rounds) + 1}, chosen: {record["chosen"]}; written {RECORD.relative_to(REPO)}')
     return 0
 
 

@@ -120,3 +120,14 @@ def test_the_rule_prefers_code_then_the_level_nearest_the_bands_middle():
     slow_code = _pilot('code-arith', mixed, train=pilot.RUN_SECONDS)  # in the band but too dear a step
     assert not slow_code.fits_time and pilot.choose(arithmetic + [slow_code]) == 'add1'
     assert pilot.choose([_pilot('add1', [[0] * 8] * 4)]) is None
+
+
+def test_the_few_shot_examples_answer_no_task_of_any_level():
+    from agentrl.realrl.tasks import FEW_SHOT
+
+    questions = {task.user for level in LEVELS for task in task_pool(level)}
+    assert FEW_SHOT and not questions & {question for question, _ in FEW_SHOT}
+    for question, answer in FEW_SHOT:  # and each example is itself right, in the strict format
+        a, op, b = re.fullmatch(r'What is (\d+) ([-+]) (\d+)\?', question).groups()
+        assert reply_number(answer) == (int(a) + int(b) if op == '+' else int(a) - int(b))
+    assert all(t.examples == FEW_SHOT for t in task_pool('fs-add1')) and not task_pool('add1')[0].examples

@@ -9,6 +9,9 @@ prompts at temperature 1, PILOT_GROUP replies per prompt, and a level qualifies 
 
 The code family is preferred when one of its levels qualifies; arithmetic is the fallback. Within a family the level
 whose pass@1 is nearest the band's middle wins, the easier one on a tie.
+
+The step cost is measured with the engine's own sampler and forward pass as they stand when the pilot runs: the
+first round (results/real_pilot.json) read every group's prompt once per reply, later rounds share it.
 """
 import time
 from dataclasses import asdict, dataclass, field
@@ -17,8 +20,9 @@ import torch
 
 from agentrl.cpu import fixed_threads
 from agentrl.pretrained.loader import MODEL_THREADS
-from agentrl.pretrained.sampling import chat_ids, sample
+from agentrl.realrl.policy import CausalLMPolicy, ChatCodec
 from agentrl.realrl.rewards import reward
+from agentrl.realrl.sampling import sample_replies
 from agentrl.realrl.tasks import LEVELS, draw_tasks, make_tasks
 
 PASS_BAND = (0.2, 0.6)  # the base model's pass@1 on the training prompts at temperature 1
@@ -83,57 +87,54 @@ class LevelPilot:
                     in_band=self.in_band, few_flat=self.few_flat, fits_time=self.fits_time, qualifies=self.qualifies)
 
 
-def _end_id(tokenizer):
-    return tokenizer.convert_tokens_to_ids('<|im_end|>')
+def _rows(samples, pad_id):
+    """Prompt + reply rows of a step's groups, right-padded -> ids [N, L], as the update reads them."""
+    rows = [torch.cat([s.prompt, row]) for s in samples for row in s.tokens]
+    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad_id)
 
 
-def _padded_rows(prompts, samples):
-    """Prompt + reply rows, right-padded with 0 -> ids [N, L]; the pilot times a forward over them."""
-    rows = [torch.cat([prompt, row]) for prompt, group in zip(prompts, samples) for row in group.tokens]
-    ids = torch.zeros(len(rows), max(len(r) for r in rows), dtype=torch.long)
-    for i, row in enumerate(rows):
-        ids[i, :len(row)] = row
-    return ids
-
-
-def time_update(model, ids):
-    """Seconds of one no-grad forward and of one forward + backward over ids [N, L] (the loss: the mean logit)."""
+def time_update(policy, ids):
+    """Seconds of one no-grad forward and of one forward + backward of `policy` (a CausalLMPolicy) over ids [N, L]
+    (the loss: the mean logit)."""
     with fixed_threads(MODEL_THREADS):
         start = time.perf_counter()
         with torch.no_grad():
-            model(ids)
+            policy(ids)
         forward = time.perf_counter() - start
-        model.requires_grad_(True)
+        policy.requires_grad_(True)
         start = time.perf_counter()
-        model(ids).logits.mean().backward()
+        policy(ids).mean().backward()
         train = time.perf_counter() - start
-        model.zero_grad(set_to_none=True)
-        model.requires_grad_(False)
+        policy.zero_grad(set_to_none=True)
+        policy.requires_grad_(False)
     return forward, train
 
 
 def pilot_level(pretrained, level, sandbox=None, prompts=PILOT_PROMPTS, group=PILOT_GROUP, seed=PILOT_SEED):
-    """The base model on `prompts` training prompts of `level`, `group` replies each at temperature 1 -> LevelPilot."""
+    """The base model on `prompts` training prompts of `level`, `group` replies each at temperature 1, a step's
+    prompts (STEP_REPLIES // group) drawn as one batch as the runs draw them -> LevelPilot."""
     pool = make_tasks(level, 'train')  # an unknown level raises here, naming the levels
     family = LEVELS[level]
-    model, tok = pretrained.model, pretrained.tokenizer
+    codec = ChatCodec(pretrained.tokenizer)
+    policy = CausalLMPolicy(pretrained.model)
     generator = torch.Generator().manual_seed(seed)
     tasks = draw_tasks(pool, prompts, generator)
     length = REPLY_TOKENS[family]
-    rewards, examples, samples, ids_of = [], [], [], []
-    start = time.perf_counter()
-    for task in tasks:
-        ids = chat_ids(tok, task.user, task.system)
-        drawn = sample(model, ids, group, length, generator, end_id=_end_id(tok))
-        texts = drawn.texts(tok)
-        rewards.append([reward(task, text, sandbox) for text in texts])
-        samples.append(drawn)
-        ids_of.append(ids)
-        if len(examples) < 4:
-            examples.append((task.user, texts[0]))
-    sample_seconds = time.perf_counter() - start
     per_step = STEP_REPLIES // group
-    forward, train = time_update(model, _padded_rows(ids_of[:per_step], samples[:per_step]))
+    rewards, examples, first_step = [], [], None
+    start = time.perf_counter()
+    for first in range(0, len(tasks), per_step):
+        chunk = tasks[first:first + per_step]
+        drawn = sample_replies(policy.lm, [codec.prompt(t) for t in chunk], group, length, generator,
+                               end_id=codec.end_id)
+        first_step = drawn if first_step is None else first_step
+        for task, samples in zip(chunk, drawn):
+            texts = [codec.text(row, m) for row, m in zip(samples.tokens, samples.mask)]
+            rewards.append([reward(task, text, sandbox) for text in texts])
+            if len(examples) < 4:
+                examples.append((task.user, texts[0]))
+    sample_seconds = time.perf_counter() - start
+    forward, train = time_update(policy, _rows(first_step, codec.pad_id))
     return LevelPilot(level, family, length, rewards, sample_seconds, forward, train, examples)
 
 

@@ -40,8 +40,16 @@ class ChatCodec:
         return self.end_id  # padding sits after a row's last policy token, where nothing reads it
 
     def prompt(self, task):
-        """The chat template's ids for the task's system and user turns, ready for the reply -> [P]."""
-        return chat_ids(self.tokenizer, task.user, task.system)
+        """The chat template's ids for the task's system turn, its example turns and its question, ready for the
+        reply -> [P]."""
+        if not task.examples:
+            return chat_ids(self.tokenizer, task.user, task.system)
+        turns = [{'role': 'system', 'content': task.system}]
+        for question, answer in task.examples:
+            turns += [{'role': 'user', 'content': question}, {'role': 'assistant', 'content': answer}]
+        turns.append({'role': 'user', 'content': task.user})
+        text = self.tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False)
+        return torch.tensor(self.tokenizer(text, add_special_tokens=False)['input_ids'])
 
     def text(self, tokens, mask):
         """One reply's text up to its end of turn (tokens, mask [T])."""

@@ -2,7 +2,8 @@
 
 Two families, each a ladder of levels from easy to hard:
 
-  arithmetic   'What is 7 + 5?' under a calculator system prompt; the answer is an int
+  arithmetic   'What is 7 + 5?' under a calculator system prompt; the answer is an int. The 'fs-' levels put two
+               answered questions (FEW_SHOT) before it, which show the format and answer no task of any level
   code         'Write a Python function `times_3(x)` that returns x multiplied by 3.'; graded by running tests
 
 Every level enumerates its whole pool of tasks (all operand pairs, all template and constant pairs), shuffles it with
@@ -29,6 +30,7 @@ class Task:
     answer: int = None  # arithmetic: the number the reply must be
     function: str = None  # code: the function's name
     tests: tuple = field(default=())  # code: ((args, expected), ...)
+    examples: tuple = field(default=())  # ((user, assistant), ...) turns before the question
 
 
 # --- arithmetic -------------------------------------------------------------------------------------------------------
@@ -41,12 +43,17 @@ ARITHMETIC_LEVELS = {
     'mul1': ('*', range(2, 10), range(2, 10)),
     'add22': ('+', range(10, 100), range(10, 100)),
 }
+ARITHMETIC_LEVELS.update({f'fs-{level}': spec for level, spec in list(ARITHMETIC_LEVELS.items())})
+# three-digit questions: no level's pool holds them, so the examples give the format and no task's answer
+FEW_SHOT = (('What is 120 - 5?', '115'), ('What is 200 + 31?', '231'))
 _APPLY = {'+': lambda a, b: a + b, '-': lambda a, b: a - b, '*': lambda a, b: a * b}
 
 
 def _arithmetic_pool(level):
     op, firsts, seconds = ARITHMETIC_LEVELS[level]
-    return [Task(f'{level}/{a}{op}{b}', 'arithmetic', CALCULATOR, f'What is {a} {op} {b}?', answer=_APPLY[op](a, b))
+    examples = FEW_SHOT if level.startswith('fs-') else ()
+    return [Task(f'{level}/{a}{op}{b}', 'arithmetic', CALCULATOR, f'What is {a} {op} {b}?', answer=_APPLY[op](a, b),
+                 examples=examples)
             for a, b in itertools.product(firsts, seconds)]
 
 
@@ -74,6 +81,7 @@ CODE_TEMPLATES = {
 CODE_LEVELS = {
     'code-arith': ('plus', 'times', 'divisible'),
     'code-lists': ('add_each', 'count', 'repeat', 'first'),
+    'code-mixed': ('plus', 'times', 'divisible', 'add_each', 'count', 'repeat', 'first'),
 }
 CODE_CONSTANTS = range(2, 10)
 
