@@ -131,3 +131,12 @@ def test_the_few_shot_examples_answer_no_task_of_any_level():
         a, op, b = re.fullmatch(r'What is (\d+) ([-+]) (\d+)\?', question).groups()
         assert reply_number(answer) == (int(a) + int(b) if op == '+' else int(a) - int(b))
     assert all(t.examples == FEW_SHOT for t in task_pool('fs-add1')) and not task_pool('add1')[0].examples
+
+
+def test_the_format_is_the_replys_form_whether_right_or_wrong():
+    from agentrl.realrl.rewards import in_format
+
+    sums = next(t for t in task_pool('add1') if t.answer == 5)
+    assert in_format(sums, '7') and in_format(sums, '5') and not in_format(sums, 'It is 5')
+    code = make_tasks('code-arith', 'train')[0]
+    assert in_format(code, '```python\ndef f():\n    return 0\n```') and not in_format(code, '```python\ndef f():')

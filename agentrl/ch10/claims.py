@@ -70,10 +70,12 @@ class Gap:
         return (self.what, self.a), (self.what_b or self.what, self.b)
 
 
-def gap_tolerance(gap, replicates, pool=(), n_each=1):
+def gap_tolerance(gap, replicates, pool=(), n_each=1, quantities=None):
     """The tie tolerance of a gap: the spread over the replicates (one runs dict per seed) of both its sides and of the
     same quantity of every setting in pool, pooled (the notebooks' tolerance tables pool the same way). n_each: how
-    many replicates each compared number averages (1: one draw against one draw)."""
+    many replicates each compared number averages (1: one draw against one draw). quantities: how each named
+    quantity is read off a run (default: TinyAgent's QUANTITIES)."""
+    quantities = QUANTITIES if quantities is None else quantities
     if len(replicates) < 2:
         raise ValueError(f'a tie tolerance needs the runs of at least two seeds, got {len(replicates)}')
     spread = {}
@@ -84,7 +86,7 @@ def gap_tolerance(gap, replicates, pool=(), n_each=1):
         if missing:
             raise ValueError(f'the tolerance of {what} of {name!r} needs that run on every seed; seeds at positions '
                              f'{missing} lack it')
-        spread[f'{what} / {name}'] = [QUANTITIES[what](runs[name]) for runs in replicates]
+        spread[f'{what} / {name}'] = [quantities[what](runs[name]) for runs in replicates]
     return ties.tolerance(spread, n_each=n_each)
 
 
@@ -120,6 +122,7 @@ class Claim:
     gaps: tuple = ()  # the Gaps whose directions the check tests; each can be inside the noise
     pool: tuple = ()  # settings whose spread joins the gaps' own in their tolerance (the notebook's table pools these)
     bounds: tuple = ()  # the fixed thresholds the check compares against (Bound), each tied within one draw's noise
+    quantities: object = None  # {name: run -> float} the gaps read (None: TinyAgent's QUANTITIES)
 
     def evaluate(self, runs):
         """(held, evidence), or None if a run it needs is missing. `held` is the check alone, without the tie rule."""
@@ -151,8 +154,9 @@ class Claim:
                 wrong.append(bound)
         for gap in self.gaps:
             (what_a, a), (what_b, b) = gap.sides()
-            value_a, value_b = QUANTITIES[what_a](runs[a]), QUANTITIES[what_b](runs[b])
-            tol = gap_tolerance(gap, replicates, self.pool)
+            quantities = QUANTITIES if self.quantities is None else self.quantities
+            value_a, value_b = quantities[what_a](runs[a]), quantities[what_b](runs[b])
+            tol = gap_tolerance(gap, replicates, self.pool, quantities=self.quantities)
             word = ties.compare(value_a, value_b, tol)
             if word == ties.TIED:
                 inside.append(f'{a} against {b} ({what_a}) {abs(value_a - value_b):.3f} apart, inside the tie '

@@ -32,6 +32,13 @@ def code_reward(task, text, sandbox):
     return float(status == 'pass')
 
 
+def in_format(task, text):
+    """Whether a reply has the asked form, right or wrong: a bare integer (arithmetic), a closed code block (code)."""
+    if task.family == 'arithmetic':
+        return reply_number(text) is not None
+    return code_block(text) is not None
+
+
 def reward(task, text, sandbox=None):
     """The task family's reward for one reply -> 0.0 or 1.0; a code task needs a sandbox."""
     if task.family == 'arithmetic':

@@ -11,7 +11,7 @@ import torch
 from agentrl.core.logprobs import entropy_from_logits
 from agentrl.cpu import fixed_threads
 from agentrl.pretrained.loader import MODEL_THREADS
-from agentrl.realrl.rewards import reward
+from agentrl.realrl.rewards import in_format, reward
 from agentrl.realrl.sampling import sample_replies
 from agentrl.realrl.tasks import draw_tasks
 
@@ -26,6 +26,7 @@ class ReplyGroup:
     logp: torch.Tensor  # [G, L, V] the sampling distribution at each position, as log-probs
     texts: list  # [G] the replies, decoded
     rewards: list  # [G] 0.0 or 1.0
+    formats: list  # [G] whether each reply has the asked form (right or wrong)
 
     @property
     def flat(self):
@@ -53,7 +54,8 @@ class TaskRollout:
         for task, samples in zip(tasks, drawn):
             texts = [self.codec.text(row, m) for row, m in zip(samples.tokens, samples.mask)]
             out.append(ReplyGroup(task, samples.prompt, samples.tokens, samples.mask, samples.logp, texts,
-                                  [reward(task, text, self.sandbox) for text in texts]))
+                                  [reward(task, text, self.sandbox) for text in texts],
+                                  [in_format(task, text) for text in texts]))
         return out
 
     def sample_step(self, policy, cfg, generator):
@@ -85,14 +87,16 @@ class TaskRollout:
                     n_turns=torch.ones(len(rows), dtype=torch.long))
 
     def stats(self, groups, reference=None, temperature=1.0):
-        """Means over the sampled replies: reward (= pass@1, the rewards being 0 or 1), reply length in tokens, the
-        share of flat groups, and the sampling policy's entropy over the whole vocabulary at the reply positions.
+        """Means over the sampled replies: reward (= pass@1, the rewards being 0 or 1), the share in the asked format,
+        reply length in tokens, the share of flat groups, and the sampling policy's entropy over the whole vocabulary
+        at the reply positions.
         With a reference policy, also the KL to it at those positions (both at `temperature`, the sampler's): exact,
         and k3 on the drawn tokens."""
         mask = torch.cat([g.mask for g in groups])  # [B, L]
         logp = torch.cat([g.logp for g in groups])  # [B, L, V]
         n = mask.sum()
         record = dict(reward=sum(sum(g.rewards) for g in groups) / mask.shape[0],
+                      format=sum(sum(g.formats) for g in groups) / mask.shape[0],
                       reply_tokens=(n / mask.shape[0]).item(),
                       zero_var=sum(g.flat for g in groups) / len(groups),
                       entropy_sampled=((entropy_from_logits(logp) * mask).sum() / n).item())
