@@ -73,3 +73,21 @@ def test_the_batched_sampler_follows_its_generator_and_refuses_nonsense():
         sample_replies(lm, prompts, 4, 5, torch.Generator(), temperature=0)
     with pytest.raises(ValueError, match='per_prompt >= 1'):
         sample_replies(lm, prompts, 0, 5, torch.Generator())
+
+
+def test_a_stop_test_ends_a_row_after_the_token_that_met_it():
+    lm = tiny_lm()
+    prompts = [torch.tensor([1, 2, 3]), torch.tensor([1, 2, 4, 4])]
+    drawn = sample_replies(lm, prompts, 6, 8, torch.Generator().manual_seed(5), end_id=END,
+                           finished=lambda g, tokens: g == 0 and int(tokens[-1]) == 5)
+    stops = 0
+    for g, samples in enumerate(drawn):
+        for tokens, mask in zip(samples.tokens, samples.mask):
+            kept = tokens[:int(mask.sum())].tolist()
+            ended = kept[-1] == END or len(kept) == 8
+            if g == 0:  # a 5 ends the row at once, so it can only be the last token kept
+                assert 5 not in kept[:-1] and (kept[-1] == 5 or ended)
+                stops += kept[-1] == 5
+            else:  # the stop test is not theirs: only the end of turn or the length ends them
+                assert ended and END not in kept[:-1]
+    assert stops  # the test saw the rule act

@@ -20,7 +20,7 @@ import torch
 
 from agentrl.cpu import fixed_threads
 from agentrl.pretrained.loader import MODEL_THREADS
-from agentrl.realrl.policy import CausalLMPolicy, ChatCodec
+from agentrl.realrl.policy import CausalLMPolicy, ChatCodec, stop_test
 from agentrl.realrl.rewards import reward
 from agentrl.realrl.sampling import sample_replies
 from agentrl.realrl.tasks import LEVELS, draw_tasks, make_tasks
@@ -126,7 +126,7 @@ def pilot_level(pretrained, level, sandbox=None, prompts=PILOT_PROMPTS, group=PI
     for first in range(0, len(tasks), per_step):
         chunk = tasks[first:first + per_step]
         drawn = sample_replies(policy.lm, [codec.prompt(t) for t in chunk], group, length, generator,
-                               end_id=codec.end_id)
+                               end_id=codec.end_id, finished=stop_test(codec, chunk))
         first_step = drawn if first_step is None else first_step
         for task, samples in zip(chunk, drawn):
             texts = [codec.text(row, m) for row, m in zip(samples.tokens, samples.mask)]

@@ -3,6 +3,7 @@ from dataclasses import dataclass
 
 import torch
 
+from agentrl.pretrained.bonus import code_block
 from agentrl.pretrained.sampling import chat_ids
 from agentrl.realrl.prefix import shared_forward
 
@@ -13,9 +14,9 @@ class CausalLMPolicy(torch.nn.Module):
     """policy(ids [B, T], widths=None) -> logits [B, T, V], as agentrl.substrate.grpo.rl_update calls a policy.
 
     Rows are right-padded, so under causal attention a row's padding never reaches its own earlier positions and no
-    attention mask is needed; `widths` (how far each row is read) is accepted and not used: the engine reads only
-    positions inside them. Prefixes shared by several rows (the system prompt, a group's prompt) are computed once
-    (agentrl.realrl.prefix).
+    attention mask is needed. Prefixes shared by several rows (the system prompt, a group's prompt) are computed once,
+    and the columns after the widest row of `widths` (how many leading positions each row's reader needs) are not
+    computed at all: their logits are zero (agentrl.realrl.prefix).
     """
 
     def __init__(self, lm):
@@ -23,7 +24,7 @@ class CausalLMPolicy(torch.nn.Module):
         self.lm = lm
 
     def forward(self, ids, widths=None):
-        return shared_forward(self.lm, ids)  # [B, T, V]
+        return shared_forward(self.lm, ids, widths=widths)  # [B, T, V]
 
 
 @dataclass
@@ -51,6 +52,22 @@ class ChatCodec:
         text = self.tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False)
         return torch.tensor(self.tokenizer(text, add_special_tokens=False)['input_ids'])
 
+    def finished(self, task):
+        """A stop test for replies to `task` (sample_replies' `finished`), or None: a code reply ends once its first
+        code block has closed (the reward reads nothing after it); an arithmetic reply only at its end of turn."""
+        if task.family != 'code':
+            return None
+        return lambda tokens: '```' in self.tokenizer.decode(tokens[-2:]) and code_block(
+            self.tokenizer.decode(tokens, skip_special_tokens=True)) is not None
+
     def text(self, tokens, mask):
         """One reply's text up to its end of turn (tokens, mask [T])."""
         return self.tokenizer.decode(tokens[mask.bool()], skip_special_tokens=True)
+
+
+def stop_test(codec, tasks):
+    """sample_replies' `finished` for replies to `tasks` (one prompt each, in order), or None when none stops early."""
+    tests = [codec.finished(task) if hasattr(codec, 'finished') else None for task in tasks]
+    if not any(tests):
+        return None
+    return lambda g, tokens: tests[g] is not None and tests[g](tokens)

@@ -37,12 +37,20 @@ def common_length(ids):
     return int(differs.float().argmax()) if differs.any() else ids.shape[1]
 
 
-def shared_forward(lm, ids, past=None, splits=MAX_SPLITS):
+def _run_cropped(lm, ids, past, widths):
+    """_run's logits for the first max(widths) columns, the columns after them zero (no row reads them) -> [n, W, V]."""
+    need = max(1, int(widths.max())) if widths is not None else ids.shape[1]
+    logits = _run(lm, ids[:, :need], past)[0]
+    return torch.nn.functional.pad(logits, (0, 0, 0, ids.shape[1] - need)) if need < ids.shape[1] else logits
+
+
+def shared_forward(lm, ids, past=None, splits=MAX_SPLITS, widths=None):
     """Logits [n, W, V] of a transformers causal LM on ids [n, W] (continuing after `past`, batch 1), each prefix
-    that several rows share computed once."""
+    that several rows share computed once. widths [n] (optional): how many leading columns of each row are read; the
+    logits of the columns after a part's widest row are left zero rather than computed."""
     n, width = ids.shape
     if n == 1 or splits < 0:
-        return _run(lm, ids, past)[0]
+        return _run_cropped(lm, ids, past, widths)
     shared = common_length(ids)
     pieces = []
     if shared:
@@ -51,11 +59,13 @@ def shared_forward(lm, ids, past=None, splits=MAX_SPLITS):
         if shared == width:
             return pieces[0]
     rest = ids[:, shared:]  # [n, W - shared]; rows differ at its first column
+    widths = None if widths is None else (widths - shared).clamp(min=0)
     parts = {}
     for row, token in enumerate(rest[:, 0].tolist()):
         parts.setdefault(token, []).append(row)
     order = [row for rows in parts.values() for row in rows]
-    outputs = [shared_forward(lm, rest[rows], past, splits - 1) for rows in parts.values()]
+    outputs = [shared_forward(lm, rest[rows], past, splits - 1, None if widths is None else widths[rows])
+               for rows in parts.values()]
     inverse = torch.empty(n, dtype=torch.long)
     inverse[torch.tensor(order)] = torch.arange(n)
     pieces.append(torch.cat(outputs)[inverse])  # [n, W - shared, V], back in the rows' order

@@ -11,6 +11,7 @@ import torch
 from agentrl.core.logprobs import entropy_from_logits
 from agentrl.cpu import fixed_threads
 from agentrl.pretrained.loader import MODEL_THREADS
+from agentrl.realrl.policy import stop_test
 from agentrl.realrl.rewards import in_format, reward
 from agentrl.realrl.sampling import sample_replies
 from agentrl.realrl.tasks import draw_tasks
@@ -49,7 +50,7 @@ class TaskRollout:
         """cfg.group_size replies to each task's prompt, all drawn in one batch with `generator` -> [ReplyGroup]."""
         prompts = [self.codec.prompt(task) for task in tasks]
         drawn = sample_replies(policy.lm, prompts, cfg.group_size, self.reply_tokens, generator, cfg.temperature,
-                               self.codec.end_id, keep_logp=True)
+                               self.codec.end_id, keep_logp=True, finished=stop_test(self.codec, tasks))
         out = []
         for task, samples in zip(tasks, drawn):
             texts = [self.codec.text(row, m) for row, m in zip(samples.tokens, samples.mask)]

@@ -24,7 +24,7 @@ from agentrl.fingerprint import TRAINING_MODULES, kernel_choice, source_fingerpr
 from agentrl.paths import PACKAGE, runs_dir
 from agentrl.pretrained.loader import GGUF_SHA256, MODEL_THREADS, load_smollm2, trainable_copy
 from agentrl.realrl.loop import ResetReference, train_real
-from agentrl.realrl.policy import CausalLMPolicy, ChatCodec
+from agentrl.realrl.policy import CausalLMPolicy, ChatCodec, stop_test
 from agentrl.realrl.rewards import reward
 from agentrl.realrl.rollout import TaskRollout
 from agentrl.realrl.sampling import sample_replies
@@ -127,7 +127,7 @@ def evaluate(policy, codec, level, sandbox=None, prompts=EVAL_PROMPTS, replies=E
     for first in range(0, len(tasks), EVAL_BATCH):
         chunk = tasks[first:first + EVAL_BATCH]
         drawn = sample_replies(policy.lm, [codec.prompt(t) for t in chunk], replies, reply_tokens(level), generator,
-                               end_id=codec.end_id)
+                               end_id=codec.end_id, finished=stop_test(codec, chunk))
         for task, samples in zip(chunk, drawn):
             texts = [codec.text(row, m) for row, m in zip(samples.tokens, samples.mask)]
             correct.append(int(sum(reward(task, text, sandbox) for text in texts)))

@@ -4,7 +4,8 @@ A decode step of a 135M-parameter model costs about the same for 8 rows as for 3
 weights), and reading a prompt once instead of once per reply saves most of the prefill. So the prompts are read
 each on one row (their common start once), their keys and values are placed left-padded in one cache, expanded to
 `per_prompt` rows each, and every reply is drawn in the same steps, position ids and an attention mask keeping each row
-at its own positions. Decoding stops once every row has ended its turn.
+at its own positions. A row that has ended leaves the batch (its cache rows dropped), and decoding stops once every
+row has ended.
 """
 import torch
 
@@ -47,10 +48,13 @@ def _batch_cache(lm, caches, lengths, per_prompt):
     return cache
 
 
-def sample_replies(lm, prompts, per_prompt, length, generator, temperature=1.0, end_id=None, keep_logp=False):
+def sample_replies(lm, prompts, per_prompt, length, generator, temperature=1.0, end_id=None, keep_logp=False,
+                   finished=None):
     """per_prompt replies of at most `length` tokens to each prompt [P_g], drawn from softmax(logits / temperature)
     with `generator`, all rows in one multinomial call per step -> list of Samples, one per prompt (tokens [n, length];
-    after a row's end of turn its tokens are end_id and its mask 0; keep_logp: each position's log-distribution)."""
+    after a row's end of turn its tokens are end_id and its mask 0; keep_logp: each position's log-distribution).
+    finished(g, tokens) -> bool, when given, also ends a row of prompt g after the token that made it true (a stop
+    sequence: e.g. the fence that closes a code block), that token kept."""
     if temperature <= 0:
         raise ValueError(f'temperature must be > 0, got {temperature}')
     if not prompts or per_prompt < 1 or length < 1:
@@ -70,21 +74,32 @@ def sample_replies(lm, prompts, per_prompt, length, generator, temperature=1.0, 
         positions = torch.tensor(lengths).repeat_interleave(per_prompt)  # [rows]: each row's next position
         attention = (torch.arange(widest)[None] >= pads[:, None]).long()  # [rows, widest]
         open_rows = torch.ones(rows, dtype=torch.bool)
+        live = torch.arange(rows)  # the rows the cache and `logits` hold, in order: finished rows are dropped
         distributions = []
         for t in range(length):
-            logp = torch.log_softmax(logits.float() / temperature, -1)  # [rows, V]
-            drawn = torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]
-            tokens[:, t] = torch.where(open_rows, drawn, tokens[:, t])
-            mask[:, t] = open_rows.float()
+            logp = torch.log_softmax(logits.float() / temperature, -1)  # [live, V]
+            drawn = torch.multinomial(logp.exp(), 1, generator=generator)[:, 0]  # [live]
+            tokens[live, t] = drawn
+            mask[live, t] = 1.0
             if keep_logp:
-                distributions.append(logp)
+                step = logp.new_zeros(rows, logp.shape[-1])
+                step[live] = logp
+                distributions.append(step)
             if end_id is not None:
-                open_rows &= drawn != end_id
+                open_rows[live] &= drawn != end_id
+            if finished is not None:
+                for row in live[open_rows[live]].tolist():
+                    if finished(row // per_prompt, tokens[row, :t + 1]):
+                        open_rows[row] = False
             beat()  # a long decode on a busy machine is work, not a hang
             if t + 1 == length or not open_rows.any():
                 break
-            attention = torch.cat([attention, torch.ones(rows, 1, dtype=torch.long)], 1)
-            out = lm(tokens[:, t:t + 1], cache=cache, attention_mask=attention, position_ids=positions[:, None],
+            keep = open_rows[live]  # [live]: which of the cache's rows go on
+            if not keep.all():  # fewer rows from here on: a decode step costs less
+                cache.batch_select_indices(keep.nonzero()[:, 0])
+                live, attention, positions = live[keep], attention[keep], positions[keep]
+            attention = torch.cat([attention, torch.ones(len(live), 1, dtype=torch.long)], 1)
+            out = lm(tokens[live, t:t + 1], cache=cache, attention_mask=attention, position_ids=positions[:, None],
                      use_cache=True)
             cache, logits, positions = out.cache, out.logits[:, -1], positions + 1
         if keep_logp:
