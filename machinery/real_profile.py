@@ -20,7 +20,7 @@ from agentrl.realrl.policy import CausalLMPolicy
 from agentrl.realrl.runs import RealRunSpec, train_and_evaluate
 from machinery.substrate_sweep import cpu_name
 
-SETTINGS = {'none': {}, 'KL k3 0.1': dict(kl_coef=0.1, kl_kind='k3')}
+SETTINGS = {'none': dict(epochs=1, minibatches=2), 'KL k3 0.1': dict(epochs=1, minibatches=2, kl_coef=0.1, kl_kind='k3')}
 
 
 def timed(times, part, function):

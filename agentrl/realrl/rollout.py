@@ -94,20 +94,21 @@ class TaskRollout:
         With a reference policy, also the KL to it at those positions (both at `temperature`, the sampler's): exact,
         and k3 on the drawn tokens."""
         mask = torch.cat([g.mask for g in groups])  # [B, L]
-        logp = torch.cat([g.logp for g in groups])  # [B, L, V]
+        on = mask.bool()
+        logp = torch.cat([g.logp for g in groups])[on]  # [N, V]: the reply positions only
         n = mask.sum()
         record = dict(reward=sum(sum(g.rewards) for g in groups) / mask.shape[0],
                       format=sum(sum(g.formats) for g in groups) / mask.shape[0],
                       reply_tokens=(n / mask.shape[0]).item(),
                       zero_var=sum(g.flat for g in groups) / len(groups),
-                      entropy_sampled=((entropy_from_logits(logp) * mask).sum() / n).item())
+                      entropy_sampled=entropy_from_logits(logp).mean().item())
         if reference is not None:
-            ref_logp = reply_logp(reference, groups, temperature)  # [B, L, V]
-            exact = (logp.exp() * (logp - ref_logp)).sum(-1)  # [B, L]
-            tokens = torch.cat([g.tokens for g in groups])[..., None]
-            log_ratio = (ref_logp.gather(-1, tokens) - logp.gather(-1, tokens))[..., 0]  # log pi_ref - log pi
+            ref_logp = reply_logp(reference, groups, temperature)[on]  # [N, V]
+            exact = (logp.exp() * (logp - ref_logp)).sum(-1)  # [N]
+            tokens = torch.cat([g.tokens for g in groups])[on][:, None]  # [N, 1]
+            log_ratio = (ref_logp.gather(-1, tokens) - logp.gather(-1, tokens))[:, 0]  # log pi_ref - log pi
             k3 = torch.expm1(log_ratio) - log_ratio
-            record.update(kl_exact=((exact * mask).sum() / n).item(), kl_k3=((k3 * mask).sum() / n).item())
+            record.update(kl_exact=exact.mean().item(), kl_k3=k3.mean().item())
         return record
 
 
@@ -117,7 +118,8 @@ def reply_logp(policy, groups, temperature=1.0):
     starts = [len(g.prompt) - 1 for g in groups for _ in g.tokens]
     ids = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True)  # [B, T], right-padded
     length = groups[0].tokens.shape[1]
+    widths = torch.tensor(starts) + torch.cat([g.mask for g in groups]).sum(1).long()  # positions each row needs
     with fixed_threads(MODEL_THREADS), torch.no_grad():
-        logits = policy(ids)  # [B, T, V]
+        logits = policy(ids, widths)  # [B, T, V]
         picked = torch.stack([logits[b, s:s + length] for b, s in enumerate(starts)])  # [B, L, V]
         return torch.log_softmax(picked.float() / temperature, -1)
