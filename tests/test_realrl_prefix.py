@@ -17,10 +17,10 @@ def tiny_lm(seed=0, layers=2):
     return LlamaForCausalLM(config).double()
 
 
-def batch_like_grpo(generator):
-    """12 rows: a common start, 3 prompts of different lengths, 4 replies each, shuffled as a minibatch is."""
+def batch_like_grpo(generator, reply=5):
+    """12 rows: a common start, 3 prompts, 4 replies each, shuffled as a minibatch is."""
     common = torch.randint(0, END, (6,), generator=generator)
-    rows = [torch.cat([common, prompt, torch.randint(0, 12, (5,), generator=generator)])
+    rows = [torch.cat([common, prompt, torch.randint(0, 12, (reply,), generator=generator)])
             for prompt in (torch.randint(0, END, (n,), generator=generator) for n in (3, 3, 3)) for _ in range(4)]
     return torch.stack(rows)[torch.randperm(12, generator=generator)]
 
@@ -91,3 +91,21 @@ def test_a_stop_test_ends_a_row_after_the_token_that_met_it():
             else:  # the stop test is not theirs: only the end of turn or the length ends them
                 assert ended and END not in kept[:-1]
     assert stops  # the test saw the rule act
+
+
+def test_with_widths_each_row_gets_its_read_columns_and_zeros_after():
+    lm = tiny_lm()
+    ids = batch_like_grpo(torch.Generator().manual_seed(2), reply=30)  # [12, 39]
+    widths = torch.tensor([39, 3, 10, 9, 1, 12, 30, 5, 7, 39, 2, 20])  # columns each row's reader needs
+    plain = lm(ids).logits
+    for splits in (0, 1):
+        shared = shared_forward(lm, ids, splits=splits, widths=widths)
+        skipped = 0
+        for row, width in enumerate(widths.tolist()):
+            assert torch.allclose(shared[row, :width], plain[row, :width], atol=1e-12)
+            # an unread column is the plain logits (a shared prefix computed once for several rows) or not computed
+            for column in range(width, ids.shape[1]):
+                zero = not shared[row, column].any()
+                assert zero or torch.allclose(shared[row, column], plain[row, column], atol=1e-12)
+                skipped += zero
+        assert skipped > ids.shape[1]  # the widths saved work

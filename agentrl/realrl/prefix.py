@@ -11,7 +11,8 @@ runs as one batch.
 """
 import torch
 
-MAX_SPLITS = 3  # trie levels below the common prefix; beyond them each part's rows run as one batch
+MAX_SPLITS = 1  # trie levels below the common prefix (the group's prompt); beyond them each part's rows run batched
+WIDTH_SLACK = 8  # a batch of rows runs to its widest; rows more than this many columns wider start a batch of their own
 
 
 def _cache_of(lm, past, rows):
@@ -38,10 +39,26 @@ def common_length(ids):
 
 
 def _run_cropped(lm, ids, past, widths):
-    """_run's logits for the first max(widths) columns, the columns after them zero (no row reads them) -> [n, W, V]."""
-    need = max(1, int(widths.max())) if widths is not None else ids.shape[1]
-    logits = _run(lm, ids[:, :need], past)[0]
-    return torch.nn.functional.pad(logits, (0, 0, 0, ids.shape[1] - need)) if need < ids.shape[1] else logits
+    """_run's logits for each row's first `widths` columns, the columns after them zero (no row reads them) -> [n, W,
+    V]. Rows of similar width run together, each batch cut to its widest row: a reply that runs to the length limit
+    does not make the short ones beside it compute its padding."""
+    if widths is None:
+        return _run(lm, ids, past)[0]
+    need = widths.clamp(min=1)
+    order = torch.argsort(need, stable=True).tolist()
+    batches, start = [], 0
+    for end in range(1, len(order) + 1):
+        if end == len(order) or need[order[end]] > need[order[start]] + WIDTH_SLACK:
+            batches.append(order[start:end])
+            start = end
+    outputs = []
+    for rows in batches:
+        width = int(need[rows].max())
+        logits = _run(lm, ids[rows, :width], past)[0]  # [r, width, V]
+        outputs.append(torch.nn.functional.pad(logits, (0, 0, 0, ids.shape[1] - width)))
+    inverse = torch.empty(len(order), dtype=torch.long)
+    inverse[torch.tensor(order)] = torch.arange(len(order))
+    return torch.cat(outputs)[inverse]
 
 
 def shared_forward(lm, ids, past=None, splits=MAX_SPLITS, widths=None):
