@@ -158,3 +158,29 @@ def test_resetting_the_reference_makes_the_current_policy_the_anchor():
     # the anchor is the policy as it stood after step 1, not the base and not the final policy
     assert any(not torch.equal(a, b) for a, b in zip(kl_term.reference.parameters(), base.parameters()))
     assert any(not torch.equal(a, b) for a, b in zip(kl_term.reference.parameters(), policy.parameters()))
+
+
+@pytest.mark.slow
+def test_one_step_of_smollm2_on_code_tasks_logs_finite_numbers_and_moves_the_weights():
+    from agentrl.pretrained.loader import load_smollm2, trainable_copy
+    from agentrl.realrl.policy import ChatCodec
+    from agentrl.substrate.sandbox import Sandbox
+
+    pretrained = load_smollm2()
+    base = CausalLMPolicy(pretrained.model)
+    policy = CausalLMPolicy(trainable_copy(pretrained.model))
+    cfg = RLConfig(seed=0, lr=1e-5, group_size=4, tasks_per_step=2, turn_cost=0.0, epochs=1, minibatches=2,
+                   kl_coef=0.1, kl_kind='k3', max_redraws=1)
+    sandbox = Sandbox()
+    try:
+        rollout = TaskRollout(make_tasks('code-mixed', 'train'), ChatCodec(pretrained.tokenizer), 32, sandbox)
+        history = train_real(policy, rollout, cfg, 1, chapter_plugins(cfg), reference=base)
+    finally:
+        sandbox.close()
+    record = history[0]
+    assert record['kl_exact'] == pytest.approx(0, abs=1e-5) and record['kl_k3'] == pytest.approx(0, abs=1e-5)
+    assert 0 < record['entropy_sampled'] < 11 and 0 <= record['reward'] <= 1 and 0 <= record['format'] <= 1
+    numbers = [v for v in record.values() if isinstance(v, float)]
+    assert all(torch.isfinite(torch.tensor(numbers)))
+    # the KL term acts even on a step without a reward spread, so the update always steps
+    assert any(not torch.equal(a, b) for a, b in zip(policy.parameters(), base.parameters()))
