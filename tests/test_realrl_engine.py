@@ -25,6 +25,9 @@ class DigitCodec:
     def text(self, tokens, mask):
         return ''.join(str(int(t)) for t, m in zip(tokens, mask) if m and t < 10)
 
+    def finished(self, task):
+        return None  # a reply ends only at END or the length limit
+
 
 def tiny_policy(seed=0):
     from transformers import LlamaConfig, LlamaForCausalLM
@@ -103,7 +106,7 @@ def test_the_logged_kl_is_the_exact_kl_and_k3_its_estimate_on_the_drawn_tokens()
     reference = tiny_policy(0)
     policy = tiny_policy(1)  # another draw of weights: far from the reference
     rollout = TaskRollout(make_tasks('add1', 'train'), DigitCodec(), 3)
-    groups = rollout.groups(policy, make_tasks('add1', 'train')[:2], config(), torch.Generator().manual_seed(0))
+    groups = rollout.groups(policy, make_tasks('add1', 'train')[:2], 8, 1.0, torch.Generator().manual_seed(0))
     stats = rollout.stats(groups, reference)
     mask = torch.cat([g.mask for g in groups])
     exact = torch.cat([_enumerated_kl(policy, reference, g) for g in groups])
@@ -118,7 +121,7 @@ def test_the_logged_kl_is_the_exact_kl_and_k3_its_estimate_on_the_drawn_tokens()
 def test_the_batch_marks_exactly_the_reply_tokens_with_their_sampling_log_probs():
     policy = tiny_policy()
     rollout = TaskRollout(make_tasks('add1', 'train'), DigitCodec(), 4)
-    groups = rollout.groups(policy, make_tasks('add1', 'train')[:3], config(), torch.Generator().manual_seed(2))
+    groups = rollout.groups(policy, make_tasks('add1', 'train')[:3], 8, 1.0, torch.Generator().manual_seed(2))
     batch = rollout.collate(groups)
     with torch.no_grad():
         logp = torch.log_softmax(policy(batch['ids'])[:, :-1], -1).gather(-1, batch['ids'][:, 1:, None])[..., 0]

@@ -8,10 +8,13 @@ from agentrl.pretrained.loader import MODEL_THREADS
 from agentrl.progress import beat
 
 
-def chat_ids(tokenizer, user, system=None):
-    """The chat template's token ids for one user turn (after an optional system turn), ready to answer -> [P]."""
-    turns = ([{'role': 'system', 'content': system}] if system is not None else []) + [{'role': 'user',
-                                                                                         'content': user}]
+def chat_ids(tokenizer, user, system=None, examples=()):
+    """The chat template's token ids for one user turn (after an optional system turn and the answered example turns
+    `examples`, ((user, assistant), ...)), ready to answer -> [P]."""
+    turns = [{'role': 'system', 'content': system}] if system is not None else []
+    for question, answer in examples:
+        turns += [{'role': 'user', 'content': question}, {'role': 'assistant', 'content': answer}]
+    turns.append({'role': 'user', 'content': user})
     text = tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False)
     return torch.tensor(tokenizer(text, add_special_tokens=False)['input_ids'])
 

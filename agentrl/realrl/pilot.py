@@ -20,10 +20,10 @@ import torch
 
 from agentrl.cpu import fixed_threads
 from agentrl.pretrained.loader import MODEL_THREADS
-from agentrl.realrl.policy import CausalLMPolicy, ChatCodec, stop_test
-from agentrl.realrl.rewards import reward
-from agentrl.realrl.sampling import sample_replies
+from agentrl.realrl.policy import CausalLMPolicy, ChatCodec
+from agentrl.realrl.rollout import TaskRollout
 from agentrl.realrl.tasks import LEVELS, draw_tasks, make_tasks
+from agentrl.substrate.grpo import read_widths
 
 PASS_BAND = (0.2, 0.6)  # the base model's pass@1 on the training prompts at temperature 1
 MAX_FLAT_SHARE = 0.5  # groups whose replies all score the same: strictly fewer than this share
@@ -87,23 +87,18 @@ class LevelPilot:
                     in_band=self.in_band, few_flat=self.few_flat, fits_time=self.fits_time, qualifies=self.qualifies)
 
 
-def _rows(samples, pad_id):
-    """Prompt + reply rows of a step's groups, right-padded -> ids [N, L], as the update reads them."""
-    rows = [torch.cat([s.prompt, row]) for s in samples for row in s.tokens]
-    return torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad_id)
-
-
-def time_update(policy, ids):
-    """Seconds of one no-grad forward and of one forward + backward of `policy` (a CausalLMPolicy) over ids [N, L]
-    (the loss: the mean logit)."""
+def time_update(policy, batch):
+    """Seconds of one no-grad forward and of one forward + backward of `policy` (a CausalLMPolicy) over a collated
+    batch's rows, each read as far as the engine reads it (the loss: the mean logit)."""
+    ids, widths = batch['ids'], read_widths(batch['action_mask'])
     with fixed_threads(MODEL_THREADS):
         start = time.perf_counter()
         with torch.no_grad():
-            policy(ids)
+            policy(ids, widths)
         forward = time.perf_counter() - start
         policy.requires_grad_(True)
         start = time.perf_counter()
-        policy(ids).mean().backward()
+        policy(ids, widths).mean().backward()
         train = time.perf_counter() - start
         policy.zero_grad(set_to_none=True)
         policy.requires_grad_(False)
@@ -115,26 +110,20 @@ def pilot_level(pretrained, level, sandbox=None, prompts=PILOT_PROMPTS, group=PI
     prompts (STEP_REPLIES // group) drawn as one batch as the runs draw them -> LevelPilot."""
     pool = make_tasks(level, 'train')  # an unknown level raises here, naming the levels
     family = LEVELS[level]
-    codec = ChatCodec(pretrained.tokenizer)
     policy = CausalLMPolicy(pretrained.model)
     generator = torch.Generator().manual_seed(seed)
     tasks = draw_tasks(pool, prompts, generator)
     length = REPLY_TOKENS[family]
+    rollout = TaskRollout(tasks, ChatCodec(pretrained.tokenizer), length, sandbox)
     per_step = STEP_REPLIES // group
-    rewards, examples, first_step = [], [], None
+    groups = []
     start = time.perf_counter()
     for first in range(0, len(tasks), per_step):
-        chunk = tasks[first:first + per_step]
-        drawn = sample_replies(policy.lm, [codec.prompt(t) for t in chunk], group, length, generator,
-                               end_id=codec.end_id, finished=stop_test(codec, chunk))
-        first_step = drawn if first_step is None else first_step
-        for task, samples in zip(chunk, drawn):
-            texts = [codec.text(row, m) for row, m in zip(samples.tokens, samples.mask)]
-            rewards.append([reward(task, text, sandbox) for text in texts])
-            if len(examples) < 4:
-                examples.append((task.user, texts[0]))
+        groups += rollout.groups(policy, tasks[first:first + per_step], group, 1.0, generator, keep_logp=False)
     sample_seconds = time.perf_counter() - start
-    forward, train = time_update(policy, _rows(first_step, codec.pad_id))
+    forward, train = time_update(policy, rollout.collate(groups[:per_step]))
+    rewards = [g.rewards for g in groups]
+    examples = [(g.task.user, g.texts[0]) for g in groups[:4]]
     return LevelPilot(level, family, length, rewards, sample_seconds, forward, train, examples)
 
 

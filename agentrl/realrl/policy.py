@@ -43,14 +43,7 @@ class ChatCodec:
     def prompt(self, task):
         """The chat template's ids for the task's system turn, its example turns and its question, ready for the
         reply -> [P]."""
-        if not task.examples:
-            return chat_ids(self.tokenizer, task.user, task.system)
-        turns = [{'role': 'system', 'content': task.system}]
-        for question, answer in task.examples:
-            turns += [{'role': 'user', 'content': question}, {'role': 'assistant', 'content': answer}]
-        turns.append({'role': 'user', 'content': task.user})
-        text = self.tokenizer.apply_chat_template(turns, add_generation_prompt=True, tokenize=False)
-        return torch.tensor(self.tokenizer(text, add_special_tokens=False)['input_ids'])
+        return chat_ids(self.tokenizer, task.user, task.system, task.examples)
 
     def finished(self, task):
         """A stop test for replies to `task` (sample_replies' `finished`), or None: a code reply ends once its first
@@ -67,7 +60,7 @@ class ChatCodec:
 
 def stop_test(codec, tasks):
     """sample_replies' `finished` for replies to `tasks` (one prompt each, in order), or None when none stops early."""
-    tests = [codec.finished(task) if hasattr(codec, 'finished') else None for task in tasks]
+    tests = [codec.finished(task) for task in tasks]
     if not any(tests):
         return None
     return lambda g, tokens: tests[g] is not None and tests[g](tokens)

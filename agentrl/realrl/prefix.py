@@ -25,7 +25,7 @@ def _cache_of(lm, past, rows):
     return cache
 
 
-def _run(lm, ids, past):
+def forward_after(lm, ids, past):
     """lm on ids [n, W] after `past` (None: from the start) -> (logits [n, W, V], the cache as [(keys, values)])."""
     cache = None if past is None else _cache_of(lm, past, ids.shape[0])
     out = lm(ids, cache=cache, use_cache=True)
@@ -39,11 +39,11 @@ def common_length(ids):
 
 
 def _run_cropped(lm, ids, past, widths):
-    """_run's logits for each row's first `widths` columns, the columns after them zero (no row reads them) -> [n, W,
+    """forward_after's logits for each row's first `widths` columns, the columns after them zero (no row reads them) -> [n, W,
     V]. Rows of similar width run together, each batch cut to its widest row: a reply that runs to the length limit
     does not make the short ones beside it compute its padding."""
     if widths is None:
-        return _run(lm, ids, past)[0]
+        return forward_after(lm, ids, past)[0]
     need = widths.clamp(min=1)
     order = torch.argsort(need, stable=True).tolist()
     batches, start = [], 0
@@ -54,7 +54,7 @@ def _run_cropped(lm, ids, past, widths):
     outputs = []
     for rows in batches:
         width = int(need[rows].max())
-        logits = _run(lm, ids[rows, :width], past)[0]  # [r, width, V]
+        logits = forward_after(lm, ids[rows, :width], past)[0]  # [r, width, V]
         outputs.append(torch.nn.functional.pad(logits, (0, 0, 0, ids.shape[1] - width)))
     inverse = torch.empty(len(order), dtype=torch.long)
     inverse[torch.tensor(order)] = torch.arange(len(order))
@@ -71,7 +71,7 @@ def shared_forward(lm, ids, past=None, splits=MAX_SPLITS, widths=None):
     shared = common_length(ids)
     pieces = []
     if shared:
-        logits, past = _run(lm, ids[:1, :shared], past)
+        logits, past = forward_after(lm, ids[:1, :shared], past)
         pieces.append(logits.expand(n, -1, -1))  # [n, shared, V]
         if shared == width:
             return pieces[0]

@@ -24,7 +24,7 @@ class ReplyGroup:
     prompt: torch.Tensor  # [P]
     tokens: torch.Tensor  # [G, L] the drawn ids
     mask: torch.Tensor  # [G, L] 1.0 up to and including the end of turn
-    logp: torch.Tensor  # [G, L, V] the sampling distribution at each position, as log-probs
+    logp: torch.Tensor  # [G, L, V] the sampling distribution at each position, as log-probs (None if not kept)
     texts: list  # [G] the replies, decoded
     rewards: list  # [G] 0.0 or 1.0
     formats: list  # [G] whether each reply has the asked form (right or wrong)
@@ -34,7 +34,9 @@ class ReplyGroup:
         return len(set(self.rewards)) == 1
 
     def chosen_logp(self):
-        """The sampler's log-prob of each drawn token -> [G, L]."""
+        """The sampler's log-prob of each drawn token -> [G, L] (zeros when the distributions were not kept)."""
+        if self.logp is None:
+            return torch.zeros(self.tokens.shape)
         return self.logp.gather(-1, self.tokens[..., None])[..., 0]
 
 
@@ -46,11 +48,12 @@ class TaskRollout:
             raise ValueError(f'reply_tokens must be >= 1, got {reply_tokens}')
         self.tasks, self.codec, self.reply_tokens, self.sandbox = list(tasks), codec, reply_tokens, sandbox
 
-    def groups(self, policy, tasks, cfg, generator):
-        """cfg.group_size replies to each task's prompt, all drawn in one batch with `generator` -> [ReplyGroup]."""
+    def groups(self, policy, tasks, size, temperature, generator, keep_logp=True):
+        """`size` replies to each task's prompt at `temperature`, all drawn in one batch with `generator`, scored ->
+        [ReplyGroup] (keep_logp=False: without the per-position distributions, which only training reads)."""
         prompts = [self.codec.prompt(task) for task in tasks]
-        drawn = sample_replies(policy.lm, prompts, cfg.group_size, self.reply_tokens, generator, cfg.temperature,
-                               self.codec.end_id, keep_logp=True, finished=stop_test(self.codec, tasks))
+        drawn = sample_replies(policy.lm, prompts, size, self.reply_tokens, generator, temperature, self.codec.end_id,
+                               keep_logp=keep_logp, finished=stop_test(self.codec, tasks))
         out = []
         for task, samples in zip(tasks, drawn):
             texts = [self.codec.text(row, m) for row, m in zip(samples.tokens, samples.mask)]
@@ -64,7 +67,8 @@ class TaskRollout:
         those of a later draw, at most cfg.max_redraws more, when the first has none)."""
         sampled = kept = None
         for _ in range(1 + cfg.max_redraws):
-            drawn = self.groups(policy, draw_tasks(self.tasks, cfg.tasks_per_step, generator), cfg, generator)
+            tasks = draw_tasks(self.tasks, cfg.tasks_per_step, generator)
+            drawn = self.groups(policy, tasks, cfg.group_size, cfg.temperature, generator)
             sampled = drawn if sampled is None else sampled
             kept = [g for g in drawn if not g.flat]
             if kept:
@@ -74,7 +78,8 @@ class TaskRollout:
     def collate(self, groups):
         """Groups -> the engine's batch: ids [B, T] (prompt then reply, right-padded), action_mask [B, T-1] (1 where
         token t + 1 is a reply token), sample_logp [B, T-1], rewards [B], n_turns [B] (one turn each)."""
-        rows = [(g.prompt, g.tokens[i], g.mask[i], g.chosen_logp()[i]) for g in groups for i in range(len(g.tokens))]
+        rows = [(g.prompt, tokens, mask, logp) for g in groups
+                for tokens, mask, logp in zip(g.tokens, g.mask, g.chosen_logp())]
         T = max(len(p) + len(t) for p, t, _, _ in rows)
         ids = torch.full((len(rows), T), self.codec.pad_id, dtype=torch.long)
         action_mask, sample_logp = torch.zeros(len(rows), T - 1), torch.zeros(len(rows), T - 1)

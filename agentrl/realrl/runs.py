@@ -24,14 +24,14 @@ from agentrl.fingerprint import TRAINING_MODULES, kernel_choice, source_fingerpr
 from agentrl.paths import PACKAGE, runs_dir
 from agentrl.pretrained.loader import GGUF_SHA256, MODEL_THREADS, load_smollm2, trainable_copy
 from agentrl.realrl.loop import ResetReference, train_real
-from agentrl.realrl.policy import CausalLMPolicy, ChatCodec, stop_test
-from agentrl.realrl.rewards import reward
+from agentrl.realrl.pilot import REPLY_TOKENS
+from agentrl.realrl.policy import CausalLMPolicy, ChatCodec
 from agentrl.realrl.rollout import TaskRollout
-from agentrl.realrl.sampling import sample_replies
 from agentrl.realrl.tasks import LEVELS, make_tasks
 from agentrl.substrate.config import CHECKED, NonNegative
 from agentrl.substrate.grpo import RLConfig, Seed
 from agentrl.substrate.sandbox import Sandbox
+from agentrl.verified_cache import load_verified, save_verified
 
 RUN_FORMAT = 1  # bump when the content of a saved run changes
 REAL_MODULES = ('pretrained/loader.py', 'pretrained/sampling.py', 'realrl/tasks.py', 'realrl/rewards.py',
@@ -113,8 +113,6 @@ def run_path(spec):
 
 
 def reply_tokens(level):
-    from agentrl.realrl.pilot import REPLY_TOKENS
-
     return REPLY_TOKENS[LEVELS[level]]
 
 
@@ -122,15 +120,12 @@ def evaluate(policy, codec, level, sandbox=None, prompts=EVAL_PROMPTS, replies=E
     """pass@k on the first `prompts` held-out prompts, `replies` replies each at temperature 1 -> dict(correct [n],
     pass_at_k [replies]: the mean over prompts of the unbiased pass@k for k = 1..replies)."""
     tasks = make_tasks(level, 'heldout')[:prompts]
+    rollout = TaskRollout(tasks, codec, reply_tokens(level), sandbox)
     generator = torch.Generator().manual_seed(seed)
     correct = []
     for first in range(0, len(tasks), EVAL_BATCH):
-        chunk = tasks[first:first + EVAL_BATCH]
-        drawn = sample_replies(policy.lm, [codec.prompt(t) for t in chunk], replies, reply_tokens(level), generator,
-                               end_id=codec.end_id, finished=stop_test(codec, chunk))
-        for task, samples in zip(chunk, drawn):
-            texts = [codec.text(row, m) for row, m in zip(samples.tokens, samples.mask)]
-            correct.append(int(sum(reward(task, text, sandbox) for text in texts)))
+        groups = rollout.groups(policy, tasks[first:first + EVAL_BATCH], replies, 1.0, generator, keep_logp=False)
+        correct += [int(sum(g.rewards)) for g in groups]
     curve = [sum(pass_at_k(replies, c, k) for c in correct) / len(correct) for k in range(1, replies + 1)]
     return dict(correct=correct, pass_at_k=curve)
 
@@ -172,15 +167,11 @@ def train_and_evaluate(spec, pretrained=None, watch=None):
 
 
 def load_run(spec):
-    from agentrl.verified_cache import load_verified
-
     return load_verified(run_path(spec), provenance(spec), 'saved real-model run')
 
 
 def ensure_run(spec, pretrained=None, watch=None):
     """The spec's run: loaded if saved with the same provenance, else trained, evaluated and saved atomically."""
-    from agentrl.verified_cache import save_verified
-
     run = load_run(spec)
     if run is None:
         run = train_and_evaluate(spec, pretrained, watch)

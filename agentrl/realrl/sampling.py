@@ -13,7 +13,7 @@ from agentrl.cpu import fixed_threads
 from agentrl.pretrained.loader import MODEL_THREADS
 from agentrl.pretrained.sampling import Samples
 from agentrl.progress import beat
-from agentrl.realrl.prefix import _run, common_length
+from agentrl.realrl.prefix import forward_after, common_length
 
 
 def _read_prompts(lm, prompts):
@@ -22,10 +22,10 @@ def _read_prompts(lm, prompts):
     shortest = min(len(p) for p in prompts)
     stacked = torch.stack([p[:shortest] for p in prompts])  # [G, shortest]
     shared = min(common_length(stacked), shortest - 1)  # each prompt keeps one token of its own: its last logits
-    past = _run(lm, prompts[0][None, :shared], None)[1] if shared else None
+    past = forward_after(lm, prompts[0][None, :shared], None)[1] if shared else None
     caches, last = [], []
     for prompt in prompts:
-        logits, cache = _run(lm, prompt[None, shared:], past)
+        logits, cache = forward_after(lm, prompt[None, shared:], past)
         caches.append(cache)
         last.append(logits[0, -1])
     return caches, torch.stack(last)
@@ -64,7 +64,7 @@ def sample_replies(lm, prompts, per_prompt, length, generator, temperature=1.0, 
     rows = len(prompts) * per_prompt
     tokens = torch.full((rows, length), end_id if end_id is not None else 0, dtype=torch.long)
     mask = torch.zeros(rows, length)
-    kept = torch.zeros(rows, length, 0) if not keep_logp else None
+    kept = None
     with fixed_threads(MODEL_THREADS), torch.no_grad():
         caches, last = _read_prompts(lm, prompts)
         cache = _batch_cache(lm, caches, lengths, per_prompt)
