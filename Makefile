@@ -157,6 +157,18 @@ substrate-sweep: $(SETUP) $(DEV)
 framework-sweep: $(SETUP) $(DEV)
 	$(PY) -m machinery.framework_sweep $(SWEEP_ARGS)
 
+# GRPO on SmolLM2-135M-Instruct, the settings of agentrl/realrl/claims.py on seeds 0-2 (machinery/real_sweep.py),
+# one run at a time, each written to results/real_sweep.json as it ends: stop and start again at will. Not part of
+# `make`. SWEEP_ARGS passes options, e.g. SWEEP_ARGS="--base --settings none --seeds 0".
+.PHONY: real-sweep
+real-sweep: $(SETUP) $(DEV)
+	$(PY) -m machinery.real_sweep $(SWEEP_ARGS)
+
+# Sweep records carried across a change of the training code that moves no bit (machinery/certify.py).
+.PHONY: certify
+certify: $(SETUP) $(DEV)
+	$(PY) -m machinery.certify $(CERTIFY_ARGS)
+
 # BENCH_ARGS passes options, e.g. BENCH_ARGS="--builds 5" for a median of five RL-base builds.
 bench: $(SETUP) $(DEV)
 	$(PY) -m machinery.bench $(BENCH_ARGS)

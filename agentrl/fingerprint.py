@@ -55,3 +55,9 @@ def kernel_choice():
     return dict(machine=platform.machine(), aten=torch.backends.cpu.get_cpu_capability(),
                 mkl_cbwr=os.environ.get('MKL_CBWR'), onednn=os.environ.get('ONEDNN_MAX_CPU_ISA'),
                 openblas=os.environ.get('OPENBLAS_CORETYPE'), numpy_off=os.environ.get('NPY_DISABLE_CPU_FEATURES'))
+
+
+def made_by(part, code):
+    """Whether a sweep record's part stands for the training code `code`: it was swept by that code, or rerun by it
+    and found bit-identical (machinery.certify, for a change that moves no bit, e.g. a refactor)."""
+    return part['code'] == code or any(c['code'] == code for c in part.get('certified', ()))

@@ -37,9 +37,10 @@ LAYERS = (
       'test_seed_means.py')),
     ('pretrained model', '`agentrl/pretrained` and `agentrl/realrl`: the SmolLM2 loader and its checks, real pairs, '
                          'exact moments and gradients, 10.6 and the entropy bonus on a real vocabulary; the real '
-                         "model's tasks, rewards and pilot",
+                         "model's tasks, rewards, pilot, GRPO adapter, claim rules and sweep",
      ('test_pretrained_loader.py', 'test_pretrained_estimators.py', 'test_pretrained_covariance.py',
-      'test_pretrained_bonus.py', 'test_realrl_tasks.py', 'test_realrl_engine.py', 'test_realrl_prefix.py')),
+      'test_pretrained_bonus.py', 'test_realrl_tasks.py', 'test_realrl_engine.py', 'test_realrl_prefix.py',
+      'test_realrl_claims.py', 'test_realrl_findings.py', 'test_real_sweep.py')),
     ('notebooks and documents', 'the notebooks, README, MAINTAINING.md, REPRODUCTION.md, the site',
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
       'test_site.py', 'test_pyramid.py', 'test_markdown_tables.py', 'test_verdicts.py', 'test_front_door.py')),

@@ -1,6 +1,6 @@
-"""Where a real-model GRPO step's time goes: `python -m machinery.real_profile [--level add1] [--steps 3]`.
+"""Where a real-model GRPO step's time goes: `python -m machinery.real_profile [--settings none 'KL k3 0.3'] [--steps 3]`.
 
-Runs a few steps of one setting on SmolLM2-135M-Instruct with wall-clock timers around each part of the step:
+Runs a few steps of sweep settings (agentrl.realrl.claims.SETTINGS, seed 100, which no sweep uses) on SmolLM2-135M-Instruct with wall-clock timers around each part of the step:
 sampling (the replies and their rewards), logging (the reference's forward for the exact KL), the update's no-grad
 forwards (old log-probs; the reference's, for a KL term), its forward passes with gradients, backward passes and
 Adam steps. Prints each part's median seconds per step, with the CPU's name; meaningful only on an idle machine.
@@ -17,10 +17,9 @@ import torch
 from agentrl.pretrained.loader import load_smollm2
 from agentrl.realrl import rollout as rollout_module
 from agentrl.realrl.policy import CausalLMPolicy
-from agentrl.realrl.runs import RealRunSpec, train_and_evaluate
+from agentrl.realrl.claims import SETTINGS
+from agentrl.realrl.runs import SWEEP_LEVEL, setting_spec, train_and_evaluate
 from machinery.substrate_sweep import cpu_name
-
-SETTINGS = {'none': dict(epochs=1, minibatches=2), 'KL k3 0.1': dict(epochs=1, minibatches=2, kl_coef=0.1, kl_kind='k3')}
 
 
 def timed(times, part, function):
@@ -39,21 +38,32 @@ def profile(setting, level, steps, seed=100):
     per_step, times = [], collections.Counter()
     forward = CausalLMPolicy.forward
 
+    logging = timed(times, 'logging: exact entropy and KL', rollout_module.TaskRollout.stats)
+
     def forward_timed(self, ids, widths=None):
+        if forward_timed.logging:  # the reference's forward for the logged KL: counted under logging only
+            return forward(self, ids, widths)
         part = 'update: forward with gradients' if torch.is_grad_enabled() else 'update: no-grad forwards'
         return timed(times, part, forward)(self, ids, widths)
+    forward_timed.logging = False
+
+    def stats_timed(self, groups):
+        forward_timed.logging = True
+        try:
+            return logging(self, groups)
+        finally:
+            forward_timed.logging = False
 
     def on_step(step, record, policy, optimizer):
         per_step.append(dict(times, step=time.perf_counter() - on_step.start))
         times.clear()
         on_step.start = time.perf_counter()
 
-    spec = RealRunSpec(setting, level, fields=SETTINGS[setting], steps=steps, seed=seed)
+    spec = setting_spec(setting, seed, steps, level)
     patches = [mock.patch.object(CausalLMPolicy, 'forward', forward_timed),
                mock.patch.object(rollout_module.TaskRollout, 'sample_step',
                                  timed(times, 'sampling and rewards', rollout_module.TaskRollout.sample_step)),
-               mock.patch.object(rollout_module.TaskRollout, 'stats',
-                                 timed(times, 'logging: exact entropy and KL', rollout_module.TaskRollout.stats)),
+               mock.patch.object(rollout_module.TaskRollout, 'stats', stats_timed),
                mock.patch.object(torch.Tensor, 'backward', timed(times, 'update: backward', torch.Tensor.backward)),
                mock.patch.object(torch.optim.Adam, 'step', timed(times, 'update: Adam steps', torch.optim.Adam.step))]
     for patch in patches:
@@ -70,9 +80,9 @@ def profile(setting, level, steps, seed=100):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--level', default='add1')
+    parser.add_argument('--level', default=SWEEP_LEVEL)
     parser.add_argument('--steps', type=int, default=3)
-    parser.add_argument('--settings', nargs='+', default=list(SETTINGS), choices=list(SETTINGS))
+    parser.add_argument('--settings', nargs='+', default=['none'], choices=list(SETTINGS))
     args = parser.parse_args(argv)
     print(f'CPU: {cpu_name()}; torch threads per run: 2; level {args.level}; {args.steps} steps')
     for setting in args.settings:

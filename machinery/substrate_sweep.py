@@ -29,7 +29,7 @@ from agentrl.atomic import atomic_output
 from agentrl.calibration.substrates import BY_NAME, available, load_record, record_path, source, \
     substrate_config
 from agentrl.ch10 import across, experiments
-from agentrl.fingerprint import code_fingerprint
+from agentrl.fingerprint import code_fingerprint, made_by
 from agentrl.paths import REPO
 from agentrl.substrate.config import DEFAULT, SubstrateConfig, use
 
@@ -56,16 +56,17 @@ def keep_current(record, code):
     """The record with only the substrates (and sessions) made by the training code `code`: the parts that stand
     must all come from one fingerprint, so a part swept by this tree retires every part made by older code ->
     (record, names dropped)."""
-    dropped = sorted(name for name, entry in record['substrates'].items() if entry['code'] != code)
-    kept = dict(record, substrates={name: entry for name, entry in record['substrates'].items()
-                                    if entry['code'] == code},
-                sessions=[s for s in record['sessions'] if s.get('code') == code])
+    dropped = sorted(name for name, entry in record['substrates'].items() if not made_by(entry, code))
+    substrates = {name: entry for name, entry in record['substrates'].items() if made_by(entry, code)}
+    codes = {entry['code'] for entry in substrates.values()} | {code}
+    kept = dict(record, substrates=substrates, sessions=[s for s in record['sessions'] if s.get('code') in codes])
     return kept, dropped
 
 
 def stale_parts(record, code):
-    """[(substrate, its code)] of every part of the record made by other training code than `code`."""
-    return [(name, entry['code']) for name, entry in record['substrates'].items() if entry['code'] != code]
+    """[(substrate, its code)] of every part of the record that does not stand for the training code `code` (made by
+    other code, and not certified bit-identical under it)."""
+    return [(name, entry['code']) for name, entry in record['substrates'].items() if not made_by(entry, code)]
 
 
 def build_base(description):

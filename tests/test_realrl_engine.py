@@ -29,13 +29,17 @@ class DigitCodec:
         return None  # a reply ends only at END or the length limit
 
 
-def tiny_policy(seed=0):
+def tiny_policy(rollout, seed=0):
     from transformers import LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(seed)
     config = LlamaConfig(vocab_size=VOCAB, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64)
-    return CausalLMPolicy(LlamaForCausalLM(config)).eval().requires_grad_(False)
+    return CausalLMPolicy(LlamaForCausalLM(config), rollout.contexts).eval().requires_grad_(False)
+
+
+def add1_rollout(reply_tokens):
+    return TaskRollout(make_tasks('add1', 'train'), DigitCodec(), reply_tokens)
 
 
 def config(**fields):
@@ -55,11 +59,11 @@ SETTINGS = {
 
 def run(setting, steps=2, reply_tokens=2, seed=0):
     fields, options = SETTINGS[setting]
-    base = tiny_policy()
+    rollout = add1_rollout(reply_tokens)
+    base = rollout.reference = tiny_policy(rollout)
     policy = copy.deepcopy(base).requires_grad_(True)
     cfg = config(seed=seed, **fields)
-    rollout = TaskRollout(make_tasks('add1', 'train'), DigitCodec(), reply_tokens)
-    history = train_real(policy, rollout, cfg, steps, chapter_plugins(cfg, **options), reference=base)
+    history = train_real(policy, rollout, cfg, steps, chapter_plugins(cfg, **options))
     return history, policy, base
 
 
@@ -89,8 +93,8 @@ def _enumerated_kl(policy, reference, group):
     ids = torch.cat([group.prompt.expand(len(group.tokens), -1), group.tokens], 1)
     P = len(group.prompt)
     with torch.no_grad():
-        logp = torch.log_softmax(policy(ids)[:, P - 1:-1].double(), -1)
-        ref = torch.log_softmax(reference(ids)[:, P - 1:-1].double(), -1)
+        logp = torch.log_softmax(policy.lm(ids).logits[:, P - 1:-1].double(), -1)
+        ref = torch.log_softmax(reference.lm(ids).logits[:, P - 1:-1].double(), -1)
     return (logp.exp() * (logp - ref)).sum(-1)
 
 
@@ -98,16 +102,16 @@ def _chosen_logp(policy, group):
     """The policy's log-prob of each drawn reply token of a group, from a full forward pass -> [G, L]."""
     ids = torch.cat([group.prompt.expand(len(group.tokens), -1), group.tokens], 1)
     with torch.no_grad():
-        logp = torch.log_softmax(policy(ids)[:, len(group.prompt) - 1:-1], -1)
+        logp = torch.log_softmax(policy.lm(ids).logits[:, len(group.prompt) - 1:-1], -1)
     return logp.gather(-1, group.tokens[..., None])[..., 0]
 
 
 def test_the_logged_kl_is_the_exact_kl_and_k3_its_estimate_on_the_drawn_tokens():
-    reference = tiny_policy(0)
-    policy = tiny_policy(1)  # another draw of weights: far from the reference
-    rollout = TaskRollout(make_tasks('add1', 'train'), DigitCodec(), 3)
+    rollout = add1_rollout(3)
+    reference = rollout.reference = tiny_policy(rollout, 0)
+    policy = tiny_policy(rollout, 1)  # another draw of weights: far from the reference
     groups = rollout.groups(policy, make_tasks('add1', 'train')[:2], 8, 1.0, torch.Generator().manual_seed(0))
-    stats = rollout.stats(groups, reference)
+    stats = rollout.stats(groups)
     mask = torch.cat([g.mask for g in groups])
     exact = torch.cat([_enumerated_kl(policy, reference, g) for g in groups])
     assert stats['kl_exact'] == pytest.approx(((exact * mask).sum() / mask.sum()).item(), rel=1e-4)
@@ -119,30 +123,30 @@ def test_the_logged_kl_is_the_exact_kl_and_k3_its_estimate_on_the_drawn_tokens()
 
 
 def test_the_batch_marks_exactly_the_reply_tokens_with_their_sampling_log_probs():
-    policy = tiny_policy()
-    rollout = TaskRollout(make_tasks('add1', 'train'), DigitCodec(), 4)
+    rollout = add1_rollout(4)
+    policy = tiny_policy(rollout)
     groups = rollout.groups(policy, make_tasks('add1', 'train')[:3], 8, 1.0, torch.Generator().manual_seed(2))
     batch = rollout.collate(groups)
     with torch.no_grad():
         logp = torch.log_softmax(policy(batch['ids'])[:, :-1], -1).gather(-1, batch['ids'][:, 1:, None])[..., 0]
     mask = batch['action_mask']
     assert torch.allclose(batch['sample_logp'], logp * mask, atol=1e-5)
+    assert torch.equal(batch['sample_logp'].bool(), mask.bool())  # every reply token, and nothing else, is scored
     rows = [(g, i) for g in groups for i in range(len(g.tokens))]
     for b, (g, i) in enumerate(rows):
-        P = len(g.prompt)
-        assert torch.equal(batch['ids'][b, :P], g.prompt)
+        assert torch.equal(rollout.contexts[-1 - batch['ids'][b, 0]], g.prompt)  # the key names the row's prompt
         assert mask[b].sum() == g.mask[i].sum()
         assert torch.equal(batch['ids'][b, 1:][mask[b].bool()], g.tokens[i][g.mask[i].bool()])
     assert batch['rewards'].tolist() == [r for g in groups for r in g.rewards]
 
 
 def test_flat_groups_are_dropped_and_a_step_with_none_left_changes_nothing():
-    policy = tiny_policy()
-    rollout = TaskRollout(make_tasks('add1', 'train'), DigitCodec(), 2)
+    rollout = add1_rollout(2)
+    policy = tiny_policy(rollout)
     kept, sampled = rollout.sample_step(policy, config(max_redraws=0), torch.Generator().manual_seed(0))
     assert kept == [g for g in sampled if not g.flat]
-    never = TaskRollout(make_tasks('add1', 'train'), DigitCodec(), 2)
-    never.tasks = [t.__class__(**{**t.__dict__, 'answer': -1}) for t in never.tasks]  # no reply can be right
+    wrong = [t.__class__(**{**t.__dict__, 'answer': -1}) for t in make_tasks('add1', 'train')]  # no reply is right
+    never = TaskRollout(wrong, DigitCodec(), 2)
     before = copy.deepcopy(policy).requires_grad_(True)
     trained = copy.deepcopy(before)
     history = train_real(trained, never, config(max_redraws=1), 2)
@@ -151,11 +155,11 @@ def test_flat_groups_are_dropped_and_a_step_with_none_left_changes_nothing():
 
 
 def test_resetting_the_reference_makes_the_current_policy_the_anchor():
-    base = tiny_policy()
+    rollout = add1_rollout(2)
+    base = tiny_policy(rollout)
     policy = copy.deepcopy(base).requires_grad_(True)
     cfg = config(kl_coef=0.1, kl_kind='k3')
     kl_term = ReferenceKL(None, cfg.kl_coef, cfg.kl_kind, estimator=kl_estimate)
-    rollout = TaskRollout(make_tasks('add1', 'train'), DigitCodec(), 2)
     history = train_real(policy, rollout, cfg, 3, [kl_term, ResetReference(kl_term, 2)])
     assert [r.get('reference_reset', False) for r in history] == [False, True, False]
     # the anchor is the policy as it stood after step 1, not the base and not the final policy
@@ -170,14 +174,14 @@ def test_one_step_of_smollm2_on_code_tasks_logs_finite_numbers_and_moves_the_wei
     from agentrl.substrate.sandbox import Sandbox
 
     pretrained = load_smollm2()
-    base = CausalLMPolicy(pretrained.model)
-    policy = CausalLMPolicy(trainable_copy(pretrained.model))
     cfg = RLConfig(seed=0, lr=1e-5, group_size=4, tasks_per_step=2, turn_cost=0.0, epochs=1, minibatches=2,
                    kl_coef=0.1, kl_kind='k3', max_redraws=1)
     sandbox = Sandbox()
     try:
         rollout = TaskRollout(make_tasks('code-mixed', 'train'), ChatCodec(pretrained.tokenizer), 32, sandbox)
-        history = train_real(policy, rollout, cfg, 1, chapter_plugins(cfg), reference=base)
+        base = rollout.reference = CausalLMPolicy(pretrained.model, rollout.contexts)
+        policy = CausalLMPolicy(trainable_copy(pretrained.model), rollout.contexts)
+        history = train_real(policy, rollout, cfg, 1, chapter_plugins(cfg))
     finally:
         sandbox.close()
     record = history[0]

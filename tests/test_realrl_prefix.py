@@ -1,8 +1,8 @@
-"""Shared-prefix forward passes and batched reply sampling against plain forward passes, on a tiny random Llama."""
+"""Forward passes that compute each prompt once and batched reply sampling against plain forward passes, on a tiny random Llama."""
 import pytest
 import torch
 
-from agentrl.realrl.prefix import common_length, shared_forward
+from agentrl.realrl.prefix import common_length, context_forward
 from agentrl.realrl.sampling import sample_replies
 
 END = 11
@@ -17,12 +17,21 @@ def tiny_lm(seed=0, layers=2):
     return LlamaForCausalLM(config).double()
 
 
-def batch_like_grpo(generator, reply=5):
-    """12 rows: a common start, 3 prompts, 4 replies each, shuffled as a minibatch is."""
+def batch_like_grpo(generator, reply=5, lengths=(3, 4, 2)):
+    """A GRPO batch of 12 rows: 3 prompts with a common start, 4 replies to each, shuffled as a minibatch is ->
+    (contexts, keys [12], window [12, 1 + reply] with column 0 a placeholder, full rows [12, P_k + reply])."""
     common = torch.randint(0, END, (6,), generator=generator)
-    rows = [torch.cat([common, prompt, torch.randint(0, 12, (reply,), generator=generator)])
-            for prompt in (torch.randint(0, END, (n,), generator=generator) for n in (3, 3, 3)) for _ in range(4)]
-    return torch.stack(rows)[torch.randperm(12, generator=generator)]
+    contexts = [torch.cat([common, torch.randint(0, END, (n,), generator=generator)]) for n in lengths]
+    keys = torch.arange(3).repeat_interleave(4)[torch.randperm(12, generator=generator)]
+    replies = torch.randint(0, 12, (12, reply), generator=generator)
+    window = torch.cat([torch.full((12, 1), -1), replies], 1)
+    full = [torch.cat([contexts[k], r]) for k, r in zip(keys.tolist(), replies)]
+    return contexts, keys, window, full
+
+
+def plain_window_logits(lm, contexts, keys, full):
+    """Each full row's logits from its prompt's last position on, by a plain forward pass -> [12, 1 + reply, V]."""
+    return torch.stack([lm(row[None]).logits[0, len(contexts[k]) - 1:] for k, row in zip(keys.tolist(), full)])
 
 
 def test_common_length_counts_the_leading_columns_every_row_shares():
@@ -31,11 +40,10 @@ def test_common_length_counts_the_leading_columns_every_row_shares():
     assert common_length(torch.tensor([[5, 2], [1, 2]])) == 0
 
 
-@pytest.mark.parametrize('splits', [0, 1, 3])
-def test_the_shared_forward_gives_the_plain_logits_and_gradients(splits):
+def test_the_context_forward_gives_the_plain_logits_and_gradients():
     lm = tiny_lm()
-    ids = batch_like_grpo(torch.Generator().manual_seed(1))
-    plain, shared = lm(ids).logits, shared_forward(lm, ids, splits=splits)
+    contexts, keys, window, full = batch_like_grpo(torch.Generator().manual_seed(1))
+    plain, shared = plain_window_logits(lm, contexts, keys, full), context_forward(lm, contexts, keys, window)
     assert torch.allclose(plain, shared, atol=1e-12)
     weights = torch.randn_like(plain, generator=None)
     expected = torch.autograd.grad((plain * weights).sum(), list(lm.parameters()))
@@ -43,6 +51,17 @@ def test_the_shared_forward_gives_the_plain_logits_and_gradients(splits):
     for a, b in zip(expected, found):
         # transformers' attention takes its softmax in float32 even in a float64 model: float32's rounding is the floor
         assert torch.allclose(a, b, rtol=1e-5, atol=1e-6 * a.abs().max())
+
+
+def test_prompts_with_no_common_start_or_one_inside_another_still_give_the_plain_logits():
+    lm = tiny_lm()
+    for contexts in ([torch.tensor([1, 2, 3]), torch.tensor([4, 5])], [torch.tensor([1, 2]), torch.tensor([1, 2, 3])]):
+        keys = torch.tensor([1, 0, 1])
+        replies = torch.tensor([[6, 7], [8, 9], [5, 5]])
+        window = torch.cat([torch.full((3, 1), -1), replies], 1)
+        full = [torch.cat([contexts[k], r]) for k, r in zip(keys.tolist(), replies)]
+        expected = plain_window_logits(lm, contexts, keys, full)
+        assert torch.allclose(context_forward(lm, contexts, keys, window), expected, atol=1e-12)
 
 
 def test_the_batched_sampler_keeps_each_rows_own_positions_and_distribution():
@@ -95,17 +114,16 @@ def test_a_stop_test_ends_a_row_after_the_token_that_met_it():
 
 def test_with_widths_each_row_gets_its_read_columns_and_zeros_after():
     lm = tiny_lm()
-    ids = batch_like_grpo(torch.Generator().manual_seed(2), reply=30)  # [12, 39]
-    widths = torch.tensor([39, 3, 10, 9, 1, 12, 30, 5, 7, 39, 2, 20])  # columns each row's reader needs
-    plain = lm(ids).logits
-    for splits in (0, 1):
-        shared = shared_forward(lm, ids, splits=splits, widths=widths)
-        skipped = 0
-        for row, width in enumerate(widths.tolist()):
-            assert torch.allclose(shared[row, :width], plain[row, :width], atol=1e-12)
-            # an unread column is the plain logits (a shared prefix computed once for several rows) or not computed
-            for column in range(width, ids.shape[1]):
-                zero = not shared[row, column].any()
-                assert zero or torch.allclose(shared[row, column], plain[row, column], atol=1e-12)
-                skipped += zero
-        assert skipped > ids.shape[1]  # the widths saved work
+    contexts, keys, window, full = batch_like_grpo(torch.Generator().manual_seed(2), reply=30)  # window [12, 31]
+    widths = torch.tensor([31, 3, 10, 9, 1, 12, 30, 5, 7, 31, 2, 20])  # columns each row's reader needs
+    plain = plain_window_logits(lm, contexts, keys, full)
+    cropped = context_forward(lm, contexts, keys, window, widths)
+    skipped = 0
+    for row, width in enumerate(widths.tolist()):
+        assert torch.allclose(cropped[row, :width], plain[row, :width], atol=1e-12)
+        # an unread column is computed only when a row beside it in its batch reads that far
+        for column in range(width, window.shape[1]):
+            zero = not cropped[row, column].any()
+            assert zero or torch.allclose(cropped[row, column], plain[row, column], atol=1e-12)
+            skipped += zero
+    assert skipped > window.shape[1]  # the widths saved work

@@ -8,7 +8,7 @@ import dataclasses
 from agentrl import chapter, prose
 from agentrl.calibration import substrates
 from agentrl.ch10 import across, claims, explanations, ties
-from agentrl.fingerprint import code_fingerprint
+from agentrl.fingerprint import code_fingerprint, made_by
 
 LABELS = (across.ROBUST, across.SUBSTRATE_DEPENDENT, across.UNDECIDED, across.TIED_EVERYWHERE)
 GAP_RUNS = ('KL k3 0.3', 'KL k3+ 0.3')  # the two runs whose final entropies 'estimators-agree' compares
@@ -26,7 +26,7 @@ class Sweep:
     checked: dict  # {claim key: across.premise_across dict}
     gaps: dict  # entropy_gap: the plain-k3 run's extra final entropy over k3+, per substrate
     compared: dict  # against_nine, or None without trial 45 in the record
-    same_code: bool  # every swept substrate's runs carry today's training-code fingerprint
+    same_code: bool  # every swept substrate's runs stand for today's training code (made or certified by it)
 
 
 def judge(record, nine):
@@ -44,7 +44,7 @@ def judge(record, nine):
     compared = against_nine(theirs, {v['key']: v for v in verdicts['t45']}) if 't45' in verdicts else None
     today = code_fingerprint()
     return Sweep(swept, facts, names, verdicts, rows, lines, checked, entropy_gap(runs) if swept else {}, compared,
-                 all(record['substrates'][name]['code'] == today for name in swept))
+                 all(made_by(record['substrates'][name], today) for name in swept))
 
 
 # --- the substrates and their calibration ----------------------------------------------------------------------------
@@ -240,7 +240,8 @@ def nine_markdown(compared, same_code):
              'None of them changes its verdict. ')
     return text + ('The sweep\'s record carries another training-code fingerprint than the code notebook 09 runs '
                    'today, so on trial 45 the two are different draws of one substrate.'
-                   if not same_code else 'The sweep carries today\'s code fingerprint, so these runs should agree.')
+                   if not same_code else 'The sweep stands for today\'s training code (made by it, or rerun by it '
+                   'bit for bit), so these runs should agree.')
 
 
 # --- what we found ---------------------------------------------------------------------------------------------------

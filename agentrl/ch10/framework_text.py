@@ -175,15 +175,25 @@ def claims_list(n_seeds):
                         for i, claim in enumerate(framework_claims.CLAIMS, 1)))
 
 
-def record_sentence(record, fresh):
+def record_sentence(record, code):
+    """Where the record's runs come from, and whether they stand for the training code `code` (made by it, or rerun
+    by it bit-identically: machinery.certify)."""
     runs_by_seed = [record['runs'][str(s)] for s in record['seeds']]
+    certified = [c for c in record.get('certified', ()) if c['code'] == code]
+    if record['code'] == code:
+        source = 'It was made by the training code of this tree.'
+    elif certified:
+        c = certified[-1]
+        source = (f'It was made by earlier training code; this tree\'s code trained seed '
+                  f'{prose.and_join([str(s) for s in c["seeds"]])} of every setting again ({c["runs"]} runs, '
+                  f'{c["cpu"]}, {c["date"]}) and every number came out bit-identical, so the record stands for it.')
+    else:
+        source = ('**It was made by other training code than this tree\'s: run `make framework-sweep` again before '
+                  'reading it.**')
     return (f'The record holds {sum(len(r) for r in runs_by_seed)} runs: {len(runs_by_seed[0])} settings on seeds '
             f'{prose.and_join([str(s) for s in record["seeds"]])}, {record["steps"]} steps each, trained in '
             f'{record["seconds"] / 60:.0f} min on {record["session"]["scheduler"]} ({record["session"]["workers"]} '
-            f'workers, {record["session"]["date"]}). '
-            + ('It was made by the training code of this tree.' if fresh else
-               '**It was made by other training code than this tree\'s: run `make framework-sweep` again before '
-               'reading it.**'))
+            f'workers, {record["session"]["date"]}). ' + source)
 
 
 def seed_mean(runs_by_seed, setting, value):

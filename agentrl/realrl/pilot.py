@@ -110,11 +110,11 @@ def pilot_level(pretrained, level, sandbox=None, prompts=PILOT_PROMPTS, group=PI
     prompts (STEP_REPLIES // group) drawn as one batch as the runs draw them -> LevelPilot."""
     pool = make_tasks(level, 'train')  # an unknown level raises here, naming the levels
     family = LEVELS[level]
-    policy = CausalLMPolicy(pretrained.model)
     generator = torch.Generator().manual_seed(seed)
     tasks = draw_tasks(pool, prompts, generator)
     length = REPLY_TOKENS[family]
     rollout = TaskRollout(tasks, ChatCodec(pretrained.tokenizer), length, sandbox)
+    policy = CausalLMPolicy(pretrained.model, rollout.contexts)
     per_step = STEP_REPLIES // group
     groups = []
     start = time.perf_counter()

@@ -5,26 +5,38 @@ import torch
 
 from agentrl.pretrained.bonus import code_block
 from agentrl.pretrained.sampling import chat_ids
-from agentrl.realrl.prefix import shared_forward
+from agentrl.realrl.prefix import context_forward
 
 END_OF_TURN = '<|im_end|>'  # SmolLM2's chat template closes every turn with this token
+
+
+def context_key(index):
+    """The id that stands, in column 0 of an engine row, for prompt `index` of the policy's contexts (negative: no
+    token has it, and the engine never scores column 0's token)."""
+    return -1 - index
 
 
 class CausalLMPolicy(torch.nn.Module):
     """policy(ids [B, T], widths=None) -> logits [B, T, V], as agentrl.substrate.grpo.rl_update calls a policy.
 
-    Rows are right-padded, so under causal attention a row's padding never reaches its own earlier positions and no
-    attention mask is needed. Prefixes shared by several rows (the system prompt, a group's prompt) are computed once,
-    and the columns after the widest row of `widths` (how many leading positions each row's reader needs) are not
-    computed at all: their logits are zero (agentrl.realrl.prefix).
+    A row is [context_key(k), reply tokens], right-padded: it continues prompt k of `contexts` ([P_k] ids each), whose
+    last token stands in column 0, so column 0's logits score the reply's first token. Each prompt is computed once
+    per call, however many rows continue it, and the columns after the widest row of `widths` (how many leading
+    positions each row's reader needs) are not computed at all: their logits are zero (agentrl.realrl.prefix).
+    Under causal attention a row's padding never reaches its own earlier positions, so no attention mask is needed.
     """
 
-    def __init__(self, lm):
+    def __init__(self, lm, contexts=()):
         super().__init__()
-        self.lm = lm
+        self.lm, self.contexts = lm, list(contexts)
 
     def forward(self, ids, widths=None):
-        return shared_forward(self.lm, ids, widths=widths)  # [B, T, V]
+        keys = -1 - ids[:, 0]  # [B]
+        bad = (keys < 0) | (keys >= len(self.contexts))
+        if bad.any():
+            raise ValueError(f'column 0 of every row must be a context key, context_key(k) for k in '
+                             f'0..{len(self.contexts) - 1}; got {ids[bad.nonzero()[0, 0], 0].item()}')
+        return context_forward(self.lm, self.contexts, keys, ids, widths)  # [B, T, V]
 
 
 @dataclass

@@ -1,17 +1,14 @@
-"""Forward passes that compute a prefix shared by several rows once: the same logits, a fraction of the work.
+"""Forward passes over reply windows that compute each prompt once: the same logits, a fraction of the work.
 
-In a GRPO batch every row starts with the chat template and the system prompt, and the rows of one group share their
-whole prompt. A causal model's output at a position depends only on the tokens up to it, so a segment common to n rows
-can be run once on one row and its keys and values handed on, expanded, to each row's own continuation. Autograd
-sums the rows' gradients through the expansion, so the backward pass is the unshared one's too.
-
-The rows are split like a trie: the longest prefix common to all of them runs once; the rows are then parted by
-their first differing token and each part is treated the same way, up to MAX_SPLITS times; what is left of each part
-runs as one batch.
+A GRPO batch holds, for each prompt, a group of replies; every prompt starts with the same chat template and system
+turn. A causal model's output at a position depends only on the tokens before it, so the engine's rows carry only the
+replies: a row is [context key, reply tokens], the key naming its prompt (agentrl.realrl.policy). The system turn
+common to the prompts runs once, each prompt's own part once after it, and their keys and values are handed on,
+expanded, to each reply row. Autograd sums the rows' gradients through the expansion, so the backward pass is that
+of the full rows too. Nothing reads the logits inside a prompt, so they are never computed.
 """
 import torch
 
-MAX_SPLITS = 1  # trie levels below the common prefix (the group's prompt); beyond them each part's rows run batched
 WIDTH_SLACK = 8  # a batch of rows runs to its widest; rows more than this many columns wider start a batch of their own
 
 
@@ -25,10 +22,11 @@ def _cache_of(lm, past, rows):
     return cache
 
 
-def forward_after(lm, ids, past):
-    """lm on ids [n, W] after `past` (None: from the start) -> (logits [n, W, V], the cache as [(keys, values)])."""
+def forward_after(lm, ids, past, keep=0):
+    """lm on ids [n, W] after `past` (None: from the start) -> (logits [n, W, V], the cache as [(keys, values)]);
+    keep > 0: only the logits of the last `keep` columns are computed ([n, keep, V])."""
     cache = None if past is None else _cache_of(lm, past, ids.shape[0])
-    out = lm(ids, cache=cache, use_cache=True)
+    out = lm(ids, cache=cache, use_cache=True, logits_to_keep=keep)
     return out.logits, [(layer.keys, layer.values) for layer in out.cache.layers]
 
 
@@ -38,7 +36,7 @@ def common_length(ids):
     return int(differs.float().argmax()) if differs.any() else ids.shape[1]
 
 
-def _run_cropped(lm, ids, past, widths):
+def run_cropped(lm, ids, past, widths):
     """forward_after's logits for each row's first `widths` columns, the columns after them zero (no row reads them) -> [n, W,
     V]. Rows of similar width run together, each batch cut to its widest row: a reply that runs to the length limit
     does not make the short ones beside it compute its padding."""
@@ -61,29 +59,28 @@ def _run_cropped(lm, ids, past, widths):
     return torch.cat(outputs)[inverse]
 
 
-def shared_forward(lm, ids, past=None, splits=MAX_SPLITS, widths=None):
-    """Logits [n, W, V] of a transformers causal LM on ids [n, W] (continuing after `past`, batch 1), each prefix
-    that several rows share computed once. widths [n] (optional): how many leading columns of each row are read; the
-    logits of the columns after a part's widest row are left zero rather than computed."""
-    n, width = ids.shape
-    if n == 1 or splits < 0:
-        return _run_cropped(lm, ids, past, widths)
-    shared = common_length(ids)
-    pieces = []
-    if shared:
-        logits, past = forward_after(lm, ids[:1, :shared], past)
-        pieces.append(logits.expand(n, -1, -1))  # [n, shared, V]
-        if shared == width:
-            return pieces[0]
-    rest = ids[:, shared:]  # [n, W - shared]; rows differ at its first column
-    widths = None if widths is None else (widths - shared).clamp(min=0)
-    parts = {}
-    for row, token in enumerate(rest[:, 0].tolist()):
-        parts.setdefault(token, []).append(row)
-    order = [row for rows in parts.values() for row in rows]
-    outputs = [shared_forward(lm, rest[rows], past, splits - 1, None if widths is None else widths[rows])
-               for rows in parts.values()]
-    inverse = torch.empty(n, dtype=torch.long)
-    inverse[torch.tensor(order)] = torch.arange(n)
-    pieces.append(torch.cat(outputs)[inverse])  # [n, W - shared, V], back in the rows' order
-    return torch.cat(pieces, 1)
+def context_forward(lm, contexts, keys, window, widths=None):
+    """Logits [n, W, V] of a transformers causal LM on rows that each continue a prompt.
+
+    contexts: [P_k] prompts; keys [n]: which prompt each row continues; window [n, W]: each row's tokens after its
+    prompt's last one, which is column 0 (so column 0's logits score the reply's first token); widths [n] (optional):
+    how many leading columns of each row are read, the rest left zero rather than computed.
+    """
+    used = sorted(set(keys.tolist()))
+    prompts = [contexts[k] for k in used]
+    # the part every prompt shares (the chat template, the system turn) once; each prompt keeps its last token
+    shared = min(common_length(torch.nn.utils.rnn.pad_sequence(prompts, batch_first=True, padding_value=-1)),
+                 min(len(p) for p in prompts) - 1)
+    common = forward_after(lm, prompts[0][None, :shared], None, keep=1)[1] if shared else None
+    outputs, order = [], []
+    for k, prompt in zip(used, prompts):
+        rows = (keys == k).nonzero()[:, 0]  # [r]
+        own = prompt[shared:-1]
+        past = forward_after(lm, own[None], common, keep=1)[1] if len(own) else common
+        rows_ids = window[rows].clone()
+        rows_ids[:, 0] = prompt[-1]
+        outputs.append(run_cropped(lm, rows_ids, past, None if widths is None else widths[rows]))
+        order += rows.tolist()
+    inverse = torch.empty(len(order), dtype=torch.long)
+    inverse[torch.tensor(order)] = torch.arange(len(order))
+    return torch.cat(outputs)[inverse]

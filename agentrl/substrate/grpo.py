@@ -342,24 +342,47 @@ def sampler_config(cfg):
     return dataclasses.replace(cfg, temperature=cfg.sample_temperature, sample_temperature=None)
 
 
-def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='GRPO'):
-    """GRPO for `steps` steps with the given plug-ins -> history (one dict of stats per step).
+class EpisodeRollout:
+    """TinyAgent's side of the loop: groups of gym episodes on `tasks`, their behaviour stats, the collated batch, and
+    held-out pass@1 every cfg.eval_every steps (on eval_tasks, default make_tasks('heldout'))."""
 
-    Per step: sample cfg.tasks_per_step tasks x cfg.group_size episodes (at cfg.sample_temperature when it is
-    set: a sampler that is not the trainer), let plug-ins shape the rewards,
-    compute group advantages, update (rl_update), log. Chapter 9's KL term is added when cfg.kl_coef > 0
-    unless a plug-in is the run's KL term. A step where no group has a reward spread (even after
-    sample_step's redraws) updates on the whole draw (advantages all 0) only if some plug-in acts alone,
-    and makes no optimizer step otherwise ('signal' 0 in its record). Every cfg.eval_every steps the
-    record gets held-out pass@1 ('heldout_pass1', on eval_tasks, default make_tasks('heldout')) from its
-    own generator. A NaN or infinite loss stops training with NonFiniteLossError naming `label` and the
-    step, before the weights change. Torch runs on TRAIN_THREADS threads meanwhile.
+    def __init__(self, tasks, tok, cfg, eval_tasks=None):
+        self.tasks, self.tok, self.cfg, self.eval_tasks = tasks, tok, cfg, eval_tasks
+
+    def sample_step(self, model, sampler, generator):
+        return sample_step(model, lambda: make_env(self.cfg), self.tasks, self.tok, sampler, generator)
+
+    def stats(self, sampled):
+        return behavior_stats(sampled)
+
+    def collate(self, groups):
+        return collate(groups, self.tok.pad_id)
+
+    def after_update(self, model, step, record):
+        if self.cfg.eval_every and (step + 1) % self.cfg.eval_every == 0:
+            record['heldout_pass1'] = heldout_pass_at_1(model, self.tok, self.cfg, self.eval_tasks)
+
+
+def run_grpo(model, rollout, cfg, steps, plugins=(), label='GRPO', threads=TRAIN_THREADS, on_step=None):
+    """GRPO for `steps` steps on what `rollout` samples -> history (one dict of stats per step).
+
+    Per step: the rollout samples cfg.tasks_per_step groups of cfg.group_size (at cfg.sample_temperature when it is
+    set: a sampler that is not the trainer) and measures them, plug-ins shape the rewards, group advantages are
+    computed, the model is updated (rl_update) and the rollout may add to the record (held-out scores). Chapter 9's
+    KL term is added when cfg.kl_coef > 0 unless a plug-in is the run's KL term. A step where no group has a reward
+    spread (even after the rollout's redraws) updates on the whole draw (advantages all 0) only if some plug-in acts
+    alone, and makes no optimizer step otherwise ('signal' 0 in its record). A NaN or infinite loss stops training
+    with NonFiniteLossError naming `label` and the step, before the weights change. Torch runs on `threads` threads
+    meanwhile. on_step(step, record, model, optimizer), when given, is called after each step (a checkpoint).
+
+    A rollout answers sample_step(model, sampler, generator) -> (kept groups, sampled groups), stats(sampled) -> dict,
+    collate(groups) -> the engine's batch (ids, action_mask, rewards, ...), after_update(model, step, record).
     """
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 0:
         raise ValueError(f'steps must be an int >= 0, got {steps!r}')
     plugins = engine_plugins(cfg, plugins)
     sampler = sampler_config(cfg)
-    with fixed_threads(TRAIN_THREADS):
+    with fixed_threads(threads):
         torch.manual_seed(cfg.seed)
         gen = torch.Generator().manual_seed(cfg.seed)  # task draws, sampling, minibatch order: one stream
         for plugin in plugins:
@@ -368,10 +391,10 @@ def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='
         acts_alone = any(p.acts_alone for p in plugins)
         history = []
         for step in progress(range(steps), desc=label):
-            kept, sampled = sample_step(model, lambda: make_env(cfg), tasks, tok, sampler, gen)
-            record = dict(step=step, **behavior_stats(sampled))
+            kept, sampled = rollout.sample_step(model, sampler, gen)
+            record = dict(step=step, **rollout.stats(sampled))
             record['signal'] = float(bool(kept))  # 0: no group had a reward spread
-            batch = collate(kept or sampled, tok.pad_id)
+            batch = rollout.collate(kept or sampled)
             for plugin in plugins:
                 plugin.shape_rewards(batch, record)
             advantages = compute_advantages(batch, cfg)
@@ -386,10 +409,19 @@ def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='
                 raise NonFiniteLossError(f'{label}, step {step}: {error}') from error
             for plugin in plugins:
                 plugin.after_update(model, record)
-            if cfg.eval_every and (step + 1) % cfg.eval_every == 0:
-                record['heldout_pass1'] = heldout_pass_at_1(model, tok, cfg, eval_tasks)
+            rollout.after_update(model, step, record)
             for plugin in plugins:
                 plugin.end_step(record)
             history.append(record)
+            if on_step is not None:
+                on_step(step, record, model, optimizer)
     return history
 
+
+def train_rl(model, tasks, tok, cfg, steps, eval_tasks=None, plugins=(), label='GRPO'):
+    """GRPO on TinyAgent's gym (run_grpo with an EpisodeRollout on `tasks`) -> history (one dict of stats per step).
+
+    Every cfg.eval_every steps the record gets held-out pass@1 ('heldout_pass1', on eval_tasks, default
+    make_tasks('heldout')) from its own generator. Torch runs on TRAIN_THREADS threads meanwhile.
+    """
+    return run_grpo(model, EpisodeRollout(tasks, tok, cfg, eval_tasks), cfg, steps, plugins, label)
