@@ -26,9 +26,10 @@ WINDOW = 5  # steps averaged at a run's start and at its end
 # The settings judged, by name: RealRunSpec options (steps and seed come from the sweep). The chapter's coefficients;
 # Clip-Cov and KL-Cov at COV_FRACTION (see below).
 COV_FRACTION = 0.02
-# A step holds about 32 replies of 20-40 tokens, so a minibatch has 300-600 reply tokens. The papers' fractions (Clip-Cov
-# 2e-4, KL-Cov 2e-3) would treat 0.06-1.2 of them: the engine's floor of one token would make both the same
-# one-token intervention. 0.02 treats 6-12 tokens a minibatch: 100 times Clip-Cov's paper fraction, 10 times KL-Cov's.
+# A step holds 16 replies of 20-40 tokens, so each of its two minibatches has 160-320 reply tokens. The papers'
+# fractions (Clip-Cov 2e-4, KL-Cov 2e-3) would treat 0.03-0.6 of them: the engine's floor of one token would make
+# both the same one-token intervention. 0.02 treats 3-6 tokens a minibatch: 100 times Clip-Cov's paper fraction,
+# 10 times KL-Cov's.
 SETTINGS = {
     'none': dict(),
     'KL k3 0.3': dict(fields=dict(kl_coef=0.3, kl_kind='k3')),
