@@ -99,6 +99,7 @@ def crossing_sentence(record, name, ks=(1, 32)):
 # (orange) is drawn in every panel as the chapter draws it.
 FIGURE_COLUMNS = (('KL k3 0.3', 'KL k3 1.0', 'KL k3 0.3, reset at half'),
                   ('KL reward 0.3', 'entropy 0.03', 'temperature 1.3', 'clip-higher 0.28', 'Clip-Cov', 'KL-Cov'))
+COLUMN_TITLES = ('KL k3 in the loss, and a reset', 'other placements and regularisers')
 FIGURE_ROWS = (('entropy_sampled', 'entropy of the sampled tokens (nats)'), ('reward', 'training-batch reward'))
 
 
@@ -123,4 +124,5 @@ def entropy_curves_figure(record, columns=FIGURE_COLUMNS):
             ax.set(ylabel=label, xlabel='GRPO step' if row == len(FIGURE_ROWS) - 1 else None)
             if row == 0:
                 ax.legend(fontsize=7)
+                ax.set_title(COLUMN_TITLES[col] if col < len(COLUMN_TITLES) else None)
     return fig
