@@ -1,36 +1,49 @@
 """GRPO on SmolLM2-135M-Instruct for every setting of agentrl.realrl.claims on seeds, in resumable parts (make
-real-sweep): each finished run joins results/real_sweep.json at once, so a stop loses at most the run under way.
+real-sweep): each finished run joins results/real_sweep.json at once, so a stop loses at most the runs under way.
 
     python -m machinery.real_sweep [--settings none 'KL k3 0.3' ...] [--seeds 0 1 2] [--base]
+                                   [--scheduler tcp://HOST:8786 | --workers N]
 
-A run already in the record is skipped; runs made by other real-model code than this tree's
-(agentrl.realrl.runs.real_code_fingerprint) are dropped from the record when a run of this tree's joins it, since the
-verdicts must come from one code. --base evaluates the base model (the pass@k curve the trained ones are set beside).
-The runs use torch's MODEL_THREADS threads, one at a time: two at once on two cores would only share them. `make` never
-runs this; notebook 15 renders from the record.
+The runs go through a Dask cluster: the scheduler named by --scheduler (or $AGENTRL_DASK_SCHEDULER), else a
+LocalCluster of --workers processes on this machine (0: in this process). Each worker loads the model once and sends
+every run back here, where it is saved in the run cache and written into the record; a worker lost mid-run has its run
+trained again on another, with the same bits. A run already in the record is skipped; runs made by other real-model
+code than this tree's (agentrl.realrl.runs.real_code_fingerprint) are dropped from the record when a run of this
+tree's joins it, since the verdicts must come from one code. --base evaluates the base model (the pass@k curve the
+trained ones are set beside). Every run uses torch's MODEL_THREADS threads, so on two cores one worker is the
+default: two would only share the cores. `make` never runs this; notebook 15 renders from the record.
 """
 import argparse
 import datetime
+import itertools
 import json
 import os
 import sys
+from functools import lru_cache
+from pathlib import Path
 
-from agentrl import stopping
+from agentrl import executors, stopping
 from agentrl.atomic import atomic_output
 from agentrl.paths import REPO
 from agentrl.pretrained.loader import load_smollm2
 from agentrl.realrl import claims, runs
-from machinery.substrate_sweep import cpu_name
+from agentrl.verified_cache import save_verified
+from machinery.substrate_sweep import cluster_executor, cpu_name
 
 RECORD = REPO / 'results' / 'real_sweep.json'
+SMOLLM2 = 'smollm2'  # the sweep's model; any other `model` is the folder of a saved tokenizer (the tests' stand-in)
+TIMING = ('seconds', 'peak_rss_mb')  # what a run summary holds of the machine it ran on, not of the run
+
+
+def empty_record(code, level, steps, model=SMOLLM2):
+    return dict(code=code, level=level, steps=steps, model=model, runs={}, base=None, sessions=[])
 
 
 def load_record(path=RECORD):
     """The record, or an empty one for this tree's code."""
     if path.is_file():
         return json.loads(path.read_text())
-    return dict(code=runs.real_code_fingerprint(), level=runs.SWEEP_LEVEL, steps=runs.SWEEP_STEPS, runs={}, base=None,
-                sessions=[])
+    return empty_record(runs.real_code_fingerprint(), runs.SWEEP_LEVEL, runs.SWEEP_STEPS)
 
 
 def write_record(record, path=RECORD):
@@ -39,39 +52,97 @@ def write_record(record, path=RECORD):
         tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + '\n')
 
 
-def current(record, code, level, steps):
-    """The record kept for this code, level and length: unchanged if it was made by them, else emptied -> (record,
-    whether it was emptied)."""
-    if (record['code'], record['level'], record['steps']) == (code, level, steps):
+def current(record, code, level, steps, model=SMOLLM2):
+    """The record kept for this code, level, length and model: unchanged if it was made by them, else emptied ->
+    (record, whether it was emptied)."""
+    made_by = (record['code'], record['level'], record['steps'], record.get('model', SMOLLM2))
+    if made_by == (code, level, steps, model):
         return record, False
-    return dict(code=code, level=level, steps=steps, runs={}, base=None, sessions=[]), True
+    return empty_record(code, level, steps, model), True
 
 
-def sweep(settings, seeds, base=False, path=RECORD, say=print, pretrained=None):
-    """Train and evaluate each (setting, seed) not yet in the record, writing the record after each -> the record."""
-    record, emptied = current(load_record(path), runs.real_code_fingerprint(), runs.SWEEP_LEVEL, runs.SWEEP_STEPS)
+def without_timing(record):
+    """The record's runs and base evaluation without what the machine contributed (time, memory, sessions): two
+    sweeps of the same tree on machines whose arithmetic matches give equal ones."""
+    def strip(summary):
+        return None if summary is None else {k: v for k, v in summary.items() if k not in TIMING}
+    return dict(base=strip(record['base']),
+                runs={seed: {name: strip(s) for name, s in named.items()} for seed, named in record['runs'].items()})
+
+
+@lru_cache(maxsize=2)
+def pretrained_for(model):
+    """What a worker trains: SmolLM2-135M-Instruct, or for a tokenizer folder a tiny Llama of that tokenizer's vocabulary,
+    randomly initialised from a fixed seed (a sweep the tests can afford). Loaded once per process."""
+    if model == SMOLLM2:
+        return load_smollm2()
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from agentrl.pretrained.loader import Pretrained
+
+    tokenizer = AutoTokenizer.from_pretrained(model, local_files_only=True)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=1024)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        tiny = LlamaForCausalLM(config)
+    return Pretrained(tiny.eval().requires_grad_(False), tokenizer, Path(model), 0.0)
+
+
+def train_job(name, description, model):
+    """A worker's side of the sweep: the run of RealRunSpec(name, **description) on `model`, trained and evaluated
+    -> dict(provenance, run, vocab_size). Nothing is saved on the worker: the caller keeps the run."""
+    spec = runs.RealRunSpec(name=name, **description)
+    pretrained = pretrained_for(model)
+    return dict(provenance=runs.provenance(spec), run=runs.train_and_evaluate(spec, pretrained),
+                vocab_size=pretrained.model.config.vocab_size)
+
+
+def sweep(settings, seeds, base=False, path=RECORD, say=print, executor=None, where=None, model=SMOLLM2,
+          steps=runs.SWEEP_STEPS, level=runs.SWEEP_LEVEL):
+    """Train and evaluate each (setting, seed) not yet in the record through `executor` (None: here, one after the
+    other), writing the record as each run comes back -> the record."""
+    record, emptied = current(load_record(path), runs.real_code_fingerprint(), level, steps, model)
     if emptied:
-        say('the record was made by other real-model code or settings: starting it afresh')
-    pretrained = load_smollm2() if pretrained is None else pretrained
-    vocab = pretrained.model.config.vocab_size
-    session = dict(date=datetime.date.today().isoformat(), cpu=cpu_name(), cpus=os.cpu_count(), runs=[])
+        say('the record was made by other real-model code, settings or model: starting it afresh')
+    session = dict(date=datetime.date.today().isoformat(), cpu=cpu_name(), cpus=os.cpu_count(), runs=[],
+                   **(where or dict(scheduler='this process', workers=0)))
     record['sessions'].append(session)
+    wanted = []  # (seed or None for the base model, spec)
     if base and record['base'] is None:
-        spec = runs.RealRunSpec(name='base', level=runs.SWEEP_LEVEL, steps=0)
-        record['base'] = runs.run_summary(runs.ensure_run(spec, pretrained), vocab)
-        write_record(record, path)
-        say(f'base model evaluated in {record["base"]["seconds"]:.0f} s')
-    for seed in seeds:
-        for name in settings:
-            if name in record['runs'].get(str(seed), {}):
-                continue
-            spec = runs.setting_spec(name, seed)
-            summary = runs.run_summary(runs.ensure_run(spec, pretrained), vocab)
-            record['runs'].setdefault(str(seed), {})[name] = summary
-            session['runs'].append(f'{name} | seed {seed}')
-            write_record(record, path)
-            say(f'{name}, seed {seed}: {summary["seconds"]:.0f} s, peak {summary["peak_rss_mb"] / 1024:.2f} GB, '
+        wanted.append((None, runs.RealRunSpec(name='base', level=level, steps=0)))
+    wanted += [(seed, runs.setting_spec(name, seed, steps, level)) for seed in seeds for name in settings
+               if name not in record['runs'].get(str(seed), {})]
+    cached = {}
+    if model == SMOLLM2:  # a run this machine has trained already is taken from its run cache
+        for index, (_, spec) in enumerate(wanted):
+            run = runs.load_run(spec)
+            if run is not None:
+                cached[index] = dict(provenance=runs.provenance(spec), run=run, vocab_size=None)
+    training = [index for index in range(len(wanted)) if index not in cached]
+    jobs = [(wanted[i][1].name, wanted[i][1].describe(), model) for i in training]
+    trained = ((training[j], result) for j, result in executors.finished(executor, train_job, jobs))
+    for index, result in itertools.chain(cached.items(), trained):
+        seed, spec = wanted[index]
+        if result['vocab_size'] is None:
+            result['vocab_size'] = pretrained_for(model).model.config.vocab_size
+        if result['provenance'] != runs.provenance(spec):
+            raise RuntimeError(f'the worker trained {spec.name!r} (seed {spec.seed}) under another provenance than '
+                               f'this process would: {result["provenance"]} against {runs.provenance(spec)}')
+        if model == SMOLLM2 and index not in cached:  # the stand-in's runs stay out of the run cache
+            save_verified(runs.run_path(spec), result['run'], result['provenance'])
+        summary = runs.run_summary(result['run'], result['vocab_size'])
+        if seed is None:
+            record['base'] = summary
+            say(f'base model evaluated in {summary["seconds"]:.0f} s')
+        else:
+            record['runs'].setdefault(str(seed), {})[spec.name] = summary
+            session['runs'].append(f'{spec.name} | seed {seed}')
+            say(f'{spec.name}, seed {seed}: {summary["seconds"]:.0f} s, peak {summary["peak_rss_mb"] / 1024:.2f} GB, '
                 f'pass@1 {summary["evaluation"]["pass_at_k"][0]:.3f}')
+        write_record(record, path)
+    write_record(record, path)
     return record
 
 
@@ -80,10 +151,20 @@ def main(argv=None):
     parser.add_argument('--settings', nargs='+', default=list(claims.ARMS), choices=list(claims.SETTINGS))
     parser.add_argument('--seeds', nargs='+', type=int, default=list(runs.SWEEP_SEEDS))
     parser.add_argument('--base', action='store_true', help='evaluate the base model first')
+    parser.add_argument('--scheduler', default=executors.scheduler_address() or '',
+                        help=f'a Dask scheduler address (default: ${executors.SCHEDULER_VARIABLE}, else a '
+                             'LocalCluster here)')
+    parser.add_argument('--workers', type=int, default=1,
+                        help='worker processes of the LocalCluster (0: train in this process); default 1')
     args = parser.parse_args(argv)
+    if args.scheduler:
+        executors.check_scheduler_address(args.scheduler)
+    if args.workers < 0:
+        parser.error(f'--workers must be 0 or more, got {args.workers}')
     try:
         with stopping.raise_on_signals():
-            sweep(args.settings, args.seeds, args.base)
+            with cluster_executor(args.scheduler, args.workers) as (executor, where):
+                sweep(args.settings, args.seeds, args.base, RECORD, print, executor, where)
     except stopping.Stopped as stop:
         print(f'STOPPED by {stop.name}: the runs finished before it are in {RECORD.relative_to(REPO)}',
               file=sys.stderr, flush=True)

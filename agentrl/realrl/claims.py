@@ -29,7 +29,10 @@ COV_FRACTION = 0.02
 # A step holds 16 replies of 20-40 tokens, so each of its two minibatches has 160-320 reply tokens. The papers'
 # fractions (Clip-Cov 2e-4, KL-Cov 2e-3) would treat 0.03-0.6 of them: the engine's floor of one token would make
 # both the same one-token intervention. 0.02 treats 3-6 tokens a minibatch: 100 times Clip-Cov's paper fraction,
-# 10 times KL-Cov's.
+# 10 times KL-Cov's. Clip-Cov keeps the paper's score bounds (1, 5): on the unregularised run's 40 minibatches
+# (machinery/real_cov_probe.py, results/real_cov_probe.json) they held a token to treat in 27; of the other 13, 7 had
+# every score 0 (all of the minibatch's replies shared one advantage, so no bounds could select) and 6 scored above 5
+# only. KL-Cov ranks the scores and needs no bounds.
 SETTINGS = {
     'none': dict(),
     'KL k3 0.3': dict(fields=dict(kl_coef=0.3, kl_kind='k3')),
