@@ -79,7 +79,7 @@ $(NB_TARGETS): nb-%: $(SETUP)
 
 # The TinyAgent notebooks share the cached RL base, and later ones load the runs earlier ones train (from the run
 # cache): build the base first and order the notebooks so that `make -j2` trains each thing once.
-TINYAGENT_NB := $(filter-out nb-01% nb-02% nb-03% nb-04% nb-05% nb-12% nb-14%,$(NB_TARGETS))
+TINYAGENT_NB := $(filter-out nb-01% nb-02% nb-03% nb-04% nb-05% nb-12% nb-14% nb-15%,$(NB_TARGETS))
 $(TINYAGENT_NB): rl-base
 nb-08_design_questions nb-09_seeds nb-13_engine: $(filter nb-07_tinyagent_comparison,$(NB_TARGETS))
 nb-11_substrates: $(filter nb-09_seeds,$(NB_TARGETS))  # it sets the sweep's trial 45 beside notebook 09's verdicts

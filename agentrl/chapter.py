@@ -50,6 +50,8 @@ BEYOND = (
     ('14_real_model', "The chapter's distribution facts on a real language model, SmolLM2-135M-Instruct",
      ('real_moments', 'real_moment_medians', 'real_sequences', 'real_k3_numerics', 'real_gradients',
       'real_gradient_distance', 'real_covariance', 'real_entropy_bonus')),
+    ('15_real_grpo', "Entropy collapse on a real language model: GRPO on SmolLM2-135M-Instruct, the chapter's "
+     'regularisers on seeds', ('found', 'real_runs', 'crossings')),
 )
 
 # Structured results besides the printed blocks. Claim verdicts (agentrl.ch10.claims.verdicts: a list of dicts)

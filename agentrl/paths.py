@@ -21,6 +21,7 @@ FIGURES = REPO / 'figures'  # the SVG figures written by the executed notebooks 
 SIDE_RUNS = REPO / 'side-runs'  # the side runs' results and figures (git-ignored)
 SUBSTRATE_SWEEP = RESULTS / 'substrate_sweep.json'  # the sweep's committed record: notebook 11's input, never
 #                                                   redirected (a test's or a side run's notebook 11 reads it too)
+REAL_SWEEP = RESULTS / 'real_sweep.json'  # the real-model sweep's record (machinery/real_sweep.py): notebook 15's input
 FRAMEWORK_SWEEP = RESULTS / 'framework_sweep.json'  # the framework options' runs: notebook 12's input, likewise
 CALIBRATION = REPO / 'calibration'  # the calibration search's committed record (study.db, trials.json, README.md)
 REPRODUCTION = REPO / 'REPRODUCTION.md'

@@ -24,13 +24,13 @@ from pathlib import Path
 
 from agentrl import executors, stopping
 from agentrl.atomic import atomic_output
-from agentrl.paths import REPO
+from agentrl.paths import REAL_SWEEP, REPO
 from agentrl.pretrained.loader import load_smollm2
 from agentrl.realrl import claims, runs
 from agentrl.verified_cache import save_verified
 from machinery.substrate_sweep import cluster_executor, cpu_name
 
-RECORD = REPO / 'results' / 'real_sweep.json'
+RECORD = REAL_SWEEP
 SMOLLM2 = 'smollm2'  # the sweep's model; any other `model` is the folder of a saved tokenizer (the tests' stand-in)
 TIMING = ('seconds', 'peak_rss_mb')  # what a run summary holds of the machine it ran on, not of the run
 
