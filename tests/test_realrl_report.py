@@ -22,7 +22,8 @@ def full_record(seeds=(0, 1, 2), **changes):
     return record
 
 
-TINY = {'collapse': ('holds, 5 of 5 seeds', 'robust'), 'kl-ordering': ('tied, 0 of 5 seeds (5 tied)', 'undecided')}
+TINY = {'collapse': ('holds', 'holds, 5 of 5 seeds', 'robust'),
+        'kl-ordering': ('tied', 'tied, 0 of 5 seeds (5 tied)', 'undecided')}
 
 
 def test_a_gap_is_judged_against_the_seeds_noise_and_a_single_seed_says_so():

@@ -87,10 +87,10 @@ def run_table(record):
 
 
 def tiny_verdicts(seed_verdicts, claim_table):
-    """{claim key: (TinyAgent's verdict on its five seeds, the label across the six substrates)} from the records of
-    notebooks 09 ('seed_verdicts') and 11 ('claim_table')."""
+    """{claim key: (TinyAgent's verdict word, that verdict with its seed counts, the label across the six substrates)}
+    from the records of notebooks 09 ('seed_verdicts') and 11 ('claim_table')."""
     labels = {row['key']: row['label'] for row in claim_table}
-    return {v['key']: (count_phrase(v), labels.get(v['key'], '–')) for v in seed_verdicts}
+    return {v['key']: (v['verdict'], count_phrase(v), labels.get(v['key'], '–')) for v in seed_verdicts}
 
 
 def verdict_rows(record, tiny, min_seeds=MIN_SEEDS):
@@ -102,11 +102,10 @@ def verdict_rows(record, tiny, min_seeds=MIN_SEEDS):
     lines = ['| claim | kind | SmolLM2-135M | TinyAgent (t45, 5 seeds) | across six substrates | same verdict? |',
              '|---|---|---|---|---|---|']
     for claim in claims.CLAIMS:
-        tiny_phrase, label = tiny.get(claim.key, ('not a TinyAgent claim', '–'))
+        tiny_word, tiny_phrase, label = tiny.get(claim.key, (None, 'not a TinyAgent claim', '–'))
         if claim.key in by_key:
             real = count_phrase(by_key[claim.key])
-            same = 'yes' if claim.key in tiny and tiny_phrase.split(',')[0] == real.split(',')[0] else \
-                'no' if claim.key in tiny else '–'
+            same = '–' if tiny_word is None else 'yes' if tiny_word == by_key[claim.key]['verdict'] else 'no'
         else:
             real, same = f'waiting: runs on {waits[claim.key]} of {min_seeds} seeds', '–'
         lines.append(f'| {claim.text} | {claim.kind} | {real} | {tiny_phrase} | {label} | {same} |')
@@ -180,7 +179,7 @@ def found_bullets(record, tiny, min_seeds=MIN_SEEDS):
     judged, waiting = findings.verdicts(record, min_seeds=min_seeds)
     words = [v['verdict'] for v in judged]
     counts = ', '.join(f'{words.count(w)} {w}' for w in dict.fromkeys(words)) or 'none yet'
-    agree = sum(1 for v in judged if v['key'] in tiny and tiny[v['key']][0].split(',')[0] == v['verdict'])
+    agree = sum(1 for v in judged if v['key'] in tiny and tiny[v['key']][0] == v['verdict'])
     out.append(f'Of the {len(claims.CLAIMS)} claims, {len(judged)} have their runs on {min_seeds} seeds and are judged '
                f'({counts}); {agree} of them get the verdict TinyAgent got. {len(waiting)} wait for seeds.')
     return ['- ' + line for line in out]
@@ -226,7 +225,7 @@ def summary(record, tiny, min_seeds=MIN_SEEDS):
         if verdict['key'] not in tiny:
             alone.append(f'{verdict["text"]} ({verdict["verdict"]})')
             continue
-        theirs = tiny[verdict['key']][0].split(',')[0]
+        theirs = tiny[verdict['key']][0]
         (same if theirs == verdict['verdict'] else other).append(
             f'{verdict["text"]} ({verdict["verdict"]} here, {theirs} on TinyAgent)')
     parts = [f'{len(judged)} of the {len(claims.CLAIMS)} claims are judged on SmolLM2-135M.']
