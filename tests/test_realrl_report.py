@@ -3,7 +3,7 @@ on made-up records."""
 import pytest
 
 from agentrl.ch10.claims import HOLDS
-from agentrl.realrl import claims, replay, report
+from agentrl.realrl import claims, findings, replay, report
 from test_realrl_findings import record_of
 
 
@@ -56,6 +56,24 @@ def test_the_verdict_table_sets_each_claim_beside_tinyagents():
     assert ordering.endswith('| no |')
     waiting = report.verdict_rows(full_record(seeds=(0,)), TINY)
     assert all('waiting: runs on 1 of 3 seeds' in row for row in waiting[2:] if 'entropy 0.1' not in row)
+
+
+def test_a_claim_whose_setting_was_never_swept_is_not_run_rather_than_waiting():
+    record = full_record()
+    for runs in record['runs'].values():
+        del runs['entropy 0.1']
+    needs_it = [c for c in claims.CLAIMS if 'entropy 0.1' in c.needs]
+    assert needs_it and all('entropy 0.1' not in claims.ARMS for _ in needs_it)
+    rows = report.verdict_rows(record, TINY)
+    row = next(r for r in rows if r.startswith(f'| {needs_it[0].text} |'))
+    assert '| not run: needs entropy 0.1, which the sweep runs only when asked |' in row
+    assert sum('waiting' in r for r in rows) == 0
+    phrase = f'{len(needs_it)} {"was" if len(needs_it) == 1 else "were"} not run (needing entropy 0.1'
+    last = report.found_bullets(record, TINY)[-1]
+    assert phrase in last and 'wait for seeds' not in last
+    assert phrase in report.summary(record, TINY)
+    fewer = full_record(seeds=(0, 1))  # entropy 0.1 has runs here, so every claim waits for its third seed
+    assert report.waiting_phrase(fewer, findings.verdicts(fewer)[1]) == f'{len(claims.CLAIMS)} wait for seeds.'
 
 
 def test_the_run_table_gives_each_setting_its_mean_and_range():

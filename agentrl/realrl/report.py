@@ -20,6 +20,28 @@ def swept(record):
     return [name for name in ORDER if name in found]
 
 
+def unswept(record, claim):
+    """The settings `claim` reads that the sweep runs only when asked (outside claims.ARMS) and the record has no run
+    of: such a claim is not waiting for seeds, it was not run."""
+    present = set(swept(record))
+    return [name for name in claim.needs if name not in claims.ARMS and name not in present]
+
+
+def waiting_phrase(record, waiting):
+    """'2 wait for seeds; 1 was not run (needing entropy 0.1, which the sweep runs only when asked).', or '' when
+    nothing waits."""
+    by_key = {claim.key: claim for claim in claims.CLAIMS}
+    not_run = {key: unswept(record, by_key[key]) for key, _ in waiting if unswept(record, by_key[key])}
+    parts = []
+    if len(waiting) > len(not_run):
+        parts.append(f'{len(waiting) - len(not_run)} wait for seeds')
+    if not_run:
+        names = ', '.join(dict.fromkeys(name for needs in not_run.values() for name in needs))
+        verb = 'was' if len(not_run) == 1 else 'were'
+        parts.append(f'{len(not_run)} {verb} not run (needing {names}, which the sweep runs only when asked)')
+    return '; '.join(parts) + '.' if parts else ''
+
+
 def values(record, name, quantity):
     """A claims.QUANTITIES quantity of one setting, one value per seed that has it (seeds in increasing order)."""
     seeds = sorted(int(seed) for seed, runs in record['runs'].items() if name in runs)
@@ -106,6 +128,8 @@ def verdict_rows(record, tiny, min_seeds=MIN_SEEDS):
         if claim.key in by_key:
             real = count_phrase(by_key[claim.key])
             same = '–' if tiny_word is None else 'yes' if tiny_word == by_key[claim.key]['verdict'] else 'no'
+        elif unswept(record, claim):
+            real, same = f'not run: needs {", ".join(unswept(record, claim))}, which the sweep runs only when asked', '–'
         else:
             real, same = f'waiting: runs on {waits[claim.key]} of {min_seeds} seeds', '–'
         lines.append(f'| {claim.text} | {claim.kind} | {real} | {tiny_phrase} | {label} | {same} |')
@@ -181,7 +205,7 @@ def found_bullets(record, tiny, min_seeds=MIN_SEEDS):
     counts = ', '.join(f'{words.count(w)} {w}' for w in dict.fromkeys(words)) or 'none yet'
     agree = sum(1 for v in judged if v['key'] in tiny and tiny[v['key']][0] == v['verdict'])
     out.append(f'Of the {len(claims.CLAIMS)} claims, {len(judged)} have their runs on {min_seeds} seeds and are judged '
-               f'({counts}); {agree} of them get the verdict TinyAgent got. {len(waiting)} wait for seeds.')
+               f'({counts}); {agree} of them get the verdict TinyAgent got. {waiting_phrase(record, waiting)}'.rstrip())
     return ['- ' + line for line in out]
 
 
@@ -236,5 +260,5 @@ def summary(record, tiny, min_seeds=MIN_SEEDS):
     if alone:
         parts.append('Judged here only (TinyAgent has no such claim): ' + '; '.join(alone) + '.')
     if waiting:
-        parts.append(f'{len(waiting)} wait for seeds.')
+        parts.append(waiting_phrase(record, waiting))
     return ' '.join(parts)
