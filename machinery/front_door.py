@@ -3,7 +3,8 @@
 The lines are written between BEGIN and END in README.md. Every count comes from a committed record: the exact lines
 from results/ set beside the book's printed lines (data/book/chapter10.json), the TinyAgent claims from notebook
 09's seed verdicts and stability rows (results/09_seeds.json) and 10.6's reading from notebook 06, the real model's
-statements from notebook 14 (results/14_real_model.json). Verdict words are counted as recorded, whatever they are,
+statements from notebook 14 (results/14_real_model.json) and its GRPO claims from notebook 15 (results/15_real_grpo.json),
+once they are judged. Verdict words are counted as recorded, whatever they are,
 so a word the claims code adds later (a tie, say) shows up with its count instead of being folded into another; the
 kinds of claim are likewise read from the records, not assumed.
 
@@ -22,6 +23,8 @@ BEGIN = '<!-- at a glance: begin (written by make report; do not edit by hand) -
 END = '<!-- at a glance: end -->'
 REAL_MODEL_NOTEBOOK = '14_real_model'
 REAL_CLAIMS_KEY = 'real_claims'
+REAL_GRPO_NOTEBOOK = '15_real_grpo'
+REAL_GRPO_VERDICTS_KEY = 'verdicts'  # the seed verdicts of the claims judged on the real model's GRPO runs
 CLIP_HIGHER_CLAIM_KEY = 'clip_higher_claim'  # agentrl.ch10.clip_higher.CLAIM_KEY (a test holds the two equal)
 FRAGILE = 'fragile'  # agentrl.ch10.stability's label for a word that moves between arithmetic streams
 MAX_LINES = 6
@@ -97,6 +100,14 @@ def glance_lines(recorded):
                      f'{len(real)} statements about distributions: {counts_phrase([r["verdict"] for r in judged])}'
                      + (f'; {len(forced)} more could not have failed on any model (an identity or a bound forces '
                         f'them) and {"is" if len(forced) == 1 else "are"} not counted' if forced else '') + '.')
+    grpo = recorded.get(REAL_GRPO_NOTEBOOK, REAL_GRPO_VERDICTS_KEY, [])
+    if grpo:
+        tiny = {v['key']: v['verdict'] for v in seeds}
+        shared = [v for v in grpo if v['key'] in tiny]
+        agree = sum(tiny[v['key']] == v['verdict'] for v in shared)
+        lines.append(f'- **GRPO on the real model** (SmolLM2-135M-Instruct, notebook 15), the chapter\'s claims about '
+                     f'training, each judged on {len(grpo[0]["seeds"])} seeds by TinyAgent\'s rules: '
+                     f'{claims_by_kind(grpo, [])}; {agree} of {len(shared)} get the verdict TinyAgent got.')
     if len(lines) > MAX_LINES:
         raise ValueError(f'the first screen has {len(lines)} lines, more than {MAX_LINES}')
     return lines

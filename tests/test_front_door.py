@@ -16,13 +16,16 @@ def verdict(key, kind, word, seeds=5):
     return dict(key=key, kind=kind, verdict=word, seeds=list(range(seeds)), text=key, held_on=0)
 
 
-def records(folder, seeds=(), scaled=(), stability=(), real=(), clip=None):
-    """Write a results folder holding notebook 09's (and 14's, 06's) records as given; -> Recorded of it."""
+def records(folder, seeds=(), scaled=(), stability=(), real=(), clip=None, grpo=()):
+    """Write a results folder holding notebook 09's (and 14's, 06's, 15's) records as given; -> Recorded of it."""
     folder.mkdir(exist_ok=True)
     (folder / f'{chapter.SEED_NOTEBOOK}.json').write_text(json.dumps({
         chapter.SEED_VERDICTS_KEY: list(seeds), chapter.SCALE_VERDICTS_KEY: list(scaled),
         chapter.STABILITY_KEY: list(stability)}))
     (folder / f'{front_door.REAL_MODEL_NOTEBOOK}.json').write_text(json.dumps({front_door.REAL_CLAIMS_KEY: list(real)}))
+    if grpo:
+        (folder / f'{front_door.REAL_GRPO_NOTEBOOK}.json').write_text(
+            json.dumps({front_door.REAL_GRPO_VERDICTS_KEY: list(grpo)}))
     if clip:
         (folder / '06_entropy_collapse.json').write_text(json.dumps({front_door.CLIP_HIGHER_CLAIM_KEY: clip}))
     return Recorded(folder)
@@ -45,7 +48,7 @@ def test_the_committed_counts_add_up_to_the_records():
     for kind, n in Counter(v['kind'] for v in seeds).items():
         assert f'of the {n} ' in claims_line, kind
     real = recorded.get(front_door.REAL_MODEL_NOTEBOOK, front_door.REAL_CLAIMS_KEY)
-    real_line = lines[-1]
+    real_line = next(line for line in lines if 'statements about distributions' in line)
     assert f'of the chapter\'s {len(real)} statements' in real_line
     for word, n in Counter(r['verdict'] for r in real if not r.get('forced_by')).items():
         assert f'{n} {front_door.PLURAL.get(word, word) if n > 1 else word}' in real_line, word
@@ -89,6 +92,17 @@ def test_the_real_model_and_the_rechecks_and_10_6_are_counted(tmp_path):
                               'and is not counted.')
     assert any('3 of them' not in line and '2 of them: 2 do not hold.' in line for line in lines)
     assert any('on 10 batch seeds (notebook 06): does not hold.' in line for line in lines)
+
+
+def test_the_real_models_grpo_verdicts_are_counted_and_set_beside_tinyagents(tmp_path):
+    tiny = [verdict('a', 'mechanism', 'holds'), verdict('b', 'mechanism', 'tied'), verdict('c', 'observation', 'tied')]
+    grpo = [verdict('a', 'mechanism', 'holds', seeds=3), verdict('b', 'mechanism', 'holds', seeds=3),
+            verdict('c', 'observation', 'does not hold', seeds=3), verdict('new', 'observation', 'tied', seeds=3)]
+    line = front_door.glance_lines(records(tmp_path / 'r', tiny, grpo=grpo))[-1]
+    assert line.startswith('- **GRPO on the real model**') and 'each judged on 3 seeds' in line
+    assert line.endswith('of the 2 mechanisms, 2 hold; of the 2 observations, 1 tied, 1 does not hold; '
+                         '1 of 3 get the verdict TinyAgent got.')  # 'new' has no TinyAgent verdict to agree with
+    assert not any('GRPO' in line for line in front_door.glance_lines(records(tmp_path / 'none', tiny)))
 
 
 def test_a_record_not_yet_written_leaves_its_line_out(tmp_path):
