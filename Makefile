@@ -159,7 +159,8 @@ framework-sweep: $(SETUP) $(DEV)
 
 # GRPO on SmolLM2-135M-Instruct, the settings of agentrl/realrl/claims.py on seeds 0-2 (machinery/real_sweep.py),
 # one run at a time, each written to results/real_sweep.json as it ends: stop and start again at will. Not part of
-# `make`. SWEEP_ARGS passes options, e.g. SWEEP_ARGS="--base --settings none --seeds 0".
+# `make`. SWEEP_ARGS passes options, e.g. SWEEP_ARGS="--base --settings none --seeds 0", or
+# SWEEP_ARGS="--check --settings KL-Cov --seeds 1" to train that run again here and hold it against the record.
 .PHONY: real-sweep
 real-sweep: $(SETUP) $(DEV)
 	$(PY) -m machinery.real_sweep $(SWEEP_ARGS)

@@ -3,6 +3,10 @@ real-sweep): each finished run joins results/real_sweep.json at once, so a stop 
 
     python -m machinery.real_sweep [--settings none 'KL k3 0.3' ...] [--seeds 0 1 2] [--base]
                                    [--scheduler tcp://HOST:8786 | --workers N]
+    python -m machinery.real_sweep --check [--check-steps N] --settings KL-Cov --seeds 1
+
+--check trains the named runs again here, from nothing (never from the run cache), and holds each against the
+record: every step and the held-out evaluation, or only the first N steps; it exits 1 if any differs.
 
 The runs go through a Dask cluster: the scheduler named by --scheduler (or $AGENTRL_DASK_SCHEDULER), else a
 LocalCluster of --workers processes on this machine (0: in this process). Each worker loads the model once and sends
@@ -146,11 +150,64 @@ def sweep(settings, seeds, base=False, path=RECORD, say=print, executor=None, wh
     return record
 
 
+def difference_words(where):
+    """replay.first_difference's answer in words, or None when there is no difference."""
+    if where is None:
+        return None
+    step, key, mine, theirs = where
+    if key is None:
+        return f'at step {step} the logged keys differ ({mine} here, {theirs} in the record)'
+    return f'first at step {step}, `{key}`: {mine!r} here, {theirs!r} in the record'
+
+
+def check(settings, seeds, path=RECORD, say=print, model=SMOLLM2, steps=None):
+    """Train each (setting, seed) here again, from nothing, and hold it against the record's run (its first `steps`
+    steps only, when given; else every step and the evaluation), time and memory aside -> how many differ."""
+    from agentrl.realrl import replay
+
+    record = load_record(path)
+    code = runs.real_code_fingerprint()
+    if (record['code'], record.get('model', SMOLLM2)) != (code, model):
+        raise ValueError(f'{path.name} was made by other real-model code or another model than this tree\'s '
+                         f'({record["code"]} against {code}): nothing in it can be checked here; sweep again first')
+    differ = 0
+    for seed in seeds:
+        for name in settings:
+            recorded = record['runs'].get(str(seed), {}).get(name)
+            if recorded is None:
+                say(f'{name}, seed {seed}: not in the record, so nothing to check against')
+                differ += 1
+                continue
+            if steps:
+                what = f'its first {steps} steps'
+                live = replay.first_steps(name, seed, steps, pretrained_for(model))
+                found = difference_words(replay.first_difference(live, recorded['history'][:steps]))
+            else:
+                what = f'all {len(recorded["history"])} steps and the held-out evaluation'
+                spec = runs.setting_spec(name, seed, record['steps'], record['level'])
+                run = json.loads(json.dumps(runs.train_and_evaluate(spec, pretrained_for(model))))  # as recorded
+                found = difference_words(replay.first_difference(run['history'], recorded['history']))
+                if found is None and len(run['history']) != len(recorded['history']):
+                    found = f'{len(run["history"])} steps here, {len(recorded["history"])} in the record'
+                if found is None and run['evaluation'] != recorded['evaluation']:
+                    found = 'every step is equal, the held-out evaluation is not'
+            if found is None:
+                say(f'{name}, seed {seed}: equal to the record bit for bit ({what}), on {cpu_name()}')
+            else:
+                differ += 1
+                say(f'{name}, seed {seed}: differs from the record, on {cpu_name()}: {found}')
+    return differ
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--settings', nargs='+', default=list(claims.ARMS), choices=list(claims.SETTINGS))
     parser.add_argument('--seeds', nargs='+', type=int, default=list(runs.SWEEP_SEEDS))
     parser.add_argument('--base', action='store_true', help='evaluate the base model first')
+    parser.add_argument('--check', action='store_true',
+                        help='train the named runs again here and hold them against the record, instead of sweeping')
+    parser.add_argument('--check-steps', type=int, default=None,
+                        help=f'with --check, only the first N steps (1 to {runs.SWEEP_STEPS}); default the whole run')
     parser.add_argument('--scheduler', default=executors.scheduler_address() or '',
                         help=f'a Dask scheduler address (default: ${executors.SCHEDULER_VARIABLE}, else a '
                              'LocalCluster here)')
@@ -161,6 +218,11 @@ def main(argv=None):
         executors.check_scheduler_address(args.scheduler)
     if args.workers < 0:
         parser.error(f'--workers must be 0 or more, got {args.workers}')
+    if args.check_steps is not None and not (args.check and 1 <= args.check_steps <= runs.SWEEP_STEPS):
+        parser.error(f'--check-steps goes with --check and must be from 1 to {runs.SWEEP_STEPS}, '
+                     f'got {args.check_steps}')
+    if args.check:
+        return 1 if check(args.settings, args.seeds, RECORD, print, steps=args.check_steps) else 0
     try:
         with stopping.raise_on_signals():
             with cluster_executor(args.scheduler, args.workers) as (executor, where):

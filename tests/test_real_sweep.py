@@ -55,6 +55,41 @@ def test_each_run_is_written_once_and_a_second_call_skips_it(tmp_path, monkeypat
     assert len(json.loads(path.read_text())['sessions']) == 2
 
 
+def test_a_check_trains_the_run_again_and_names_the_first_difference(tmp_path, monkeypatch):
+    fake_runs(monkeypatch, tmp_path)
+
+    def train_and_evaluate(spec, pretrained=None, watch=None):  # a run that depends on its seed, seen step by step
+        history = []
+        for step in range(3):
+            history.append(dict(step=step, entropy=0.5 / (step + 1 + spec.seed)))
+            if watch is not None:
+                watch(step, history[-1], None, None)
+        return dict(history=history, evaluation=dict(pass_at_k=[0.25 * (1 + spec.seed)] * 32), seconds=1.0,
+                    peak_rss_mb=1.0)
+
+    monkeypatch.setattr(runs, 'train_and_evaluate', train_and_evaluate)
+    path = tmp_path / 'real_sweep.json'
+    real_sweep.sweep(['none', 'KL-Cov'], [0, 1], path=path, say=lambda _: None)
+    said = []
+    assert real_sweep.check(['KL-Cov'], [1], path, said.append) == 0
+    assert said[-1].startswith('KL-Cov, seed 1: equal to the record bit for bit (all 3 steps and the held-out evaluation)')
+    assert real_sweep.check(['none'], [0], path, said.append, steps=2) == 0 and '(its first 2 steps)' in said[-1]
+    record = json.loads(path.read_text())
+    record['runs']['1']['KL-Cov']['history'][2]['entropy'] += 1e-12  # one step, one number, a last bit or so
+    path.write_text(json.dumps(record))
+    assert real_sweep.check(['KL-Cov', 'none'], [1], path, said.append) == 1
+    assert 'differs from the record' in said[-2] and 'first at step 2, `entropy`' in said[-2]
+    assert real_sweep.check(['KL-Cov'], [1], path, said.append, steps=2) == 0  # the difference is past step 2
+    record['runs']['1']['KL-Cov']['history'][2]['entropy'] -= 1e-12
+    record['runs']['0']['none']['evaluation']['pass_at_k'][31] = 0.0
+    path.write_text(json.dumps(record))
+    assert real_sweep.check(['none'], [0], path, said.append) == 1 and said[-1].endswith('the held-out evaluation is not')
+    assert real_sweep.check(['Clip-Cov'], [0], path, said.append) == 1 and 'not in the record' in said[-1]
+    path.write_text(json.dumps(dict(record, code='older code')))
+    with pytest.raises(ValueError, match='other real-model code'):
+        real_sweep.check(['none'], [0], path, said.append)
+
+
 def test_a_record_of_other_code_is_started_afresh(tmp_path, monkeypatch):
     fake_runs(monkeypatch, tmp_path)
     path = tmp_path / 'real_sweep.json'
