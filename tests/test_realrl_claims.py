@@ -9,14 +9,16 @@ from agentrl.realrl import claims
 V = 49152
 
 
-def fake_run(start=1.0, end=0.2, kl=0.05, kl_ref=0.05, fmt=0.9, pass1=0.7, pass8=0.85, steps=12, jitter=0.0):
+def fake_run(start=1.0, end=0.2, kl=0.05, kl_ref=None, fmt=0.9, pass1=0.7, pass8=0.85, steps=12, jitter=0.0):
     """A run whose quantities are the given numbers: entropy falls linearly from `start` to `end` over the first
-    and last claims.WINDOW steps' means, the other logs are flat."""
+    and last claims.WINDOW steps' means, the other logs are flat. Like the sweep's runs, only a run given kl_ref (a KL
+    term in its loss) logs one."""
     history = []
     for step in range(steps):
         share = step / (steps - 1)
-        history.append(dict(entropy=start + (end - start) * share + jitter, kl_exact=kl + jitter,
-                            kl_ref=kl_ref + jitter, format=fmt - jitter))
+        history.append(dict(entropy=start + (end - start) * share + jitter, kl_exact=kl + jitter, format=fmt - jitter))
+        if kl_ref is not None:
+            history[-1]['kl_ref'] = kl_ref + jitter
     # move the two windows' means onto the given numbers exactly
     first, last = history[:claims.WINDOW], history[-claims.WINDOW:]
     for window, target in ((first, start + jitter), (last, end + jitter)):
@@ -32,7 +34,7 @@ def world(jitter=0.0, **changes):
     runs = {
         'none': dict(start=1.0, end=0.2, kl=0.30, pass1=0.80, pass8=0.85, fmt=0.95),
         'KL k3 0.3': dict(start=1.0, end=0.5, kl=0.10, kl_ref=0.10, pass1=0.70, pass8=0.90),
-        'KL k3 1.0': dict(start=1.0, end=0.95, kl=0.02, pass1=0.60, pass8=0.92),
+        'KL k3 1.0': dict(start=1.0, end=0.95, kl=0.02, kl_ref=0.02, pass1=0.60, pass8=0.92),
         'KL reward 0.3': dict(start=1.0, end=0.7, kl=0.05, pass1=0.70, pass8=0.93),
         'entropy 0.03': dict(start=1.0, end=0.6, kl=0.60, fmt=0.5),
         'temperature 1.3': dict(start=1.2, end=0.6, kl=0.60, fmt=0.5),
