@@ -41,7 +41,7 @@ def test_the_bullets_count_the_runs_and_the_verdicts_as_recorded():
     bullets = report.found_bullets(record, TINY)
     assert bullets[0].startswith(f'- The record holds {3 * len(claims.SETTINGS)} runs of 12 GRPO steps')
     assert 'complete on 3 seeds (0, 1, 2)' in bullets[0]
-    assert f'{len(claims.CLAIMS)} have their runs on 3 seeds and are judged ({len(claims.CLAIMS)} holds)' in bullets[-1]
+    assert f'{len(claims.CLAIMS)} have their runs on 3 seeds and are judged ({len(claims.CLAIMS)} hold)' in bullets[-1]
     assert '1 of them get the verdict TinyAgent got' in bullets[-1]  # 'collapse' agrees, 'kl-ordering' does not
     fewer = full_record(seeds=(0, 1))
     assert f'{len(claims.CLAIMS)} wait for seeds' in report.found_bullets(fewer, TINY)[-1]

@@ -202,7 +202,9 @@ def found_bullets(record, tiny, min_seeds=MIN_SEEDS):
         out.append(findings.crossing_sentence(record, 'none') + '.')
     judged, waiting = findings.verdicts(record, min_seeds=min_seeds)
     words = [v['verdict'] for v in judged]
-    counts = ', '.join(f'{words.count(w)} {w}' for w in dict.fromkeys(words)) or 'none yet'
+    plural = {'holds': 'hold', 'does not hold': 'do not hold'}  # '2 hold', '1 holds'; 'tied' reads the same
+    counts = ', '.join(f'{words.count(w)} {plural.get(w, w) if words.count(w) > 1 else w}'
+                       for w in dict.fromkeys(words)) or 'none yet'
     agree = sum(1 for v in judged if v['key'] in tiny and tiny[v['key']][0] == v['verdict'])
     out.append(f'Of the {len(claims.CLAIMS)} claims, {len(judged)} have their runs on {min_seeds} seeds and are judged '
                f'({counts}); {agree} of them get the verdict TinyAgent got. {waiting_phrase(record, waiting)}'.rstrip())
