@@ -12,9 +12,9 @@ kinds of claim are likewise read from the records, not assumed.
     python -m machinery.front_door --write   # and write them into README.md between the markers
 """
 import argparse
-from collections import Counter
 
 from agentrl import chapter
+from agentrl.prose import PLURAL, WORD_ORDER, counts_phrase, ordered  # noqa: F401 (the tests read them here)
 from agentrl.paths import README
 from machinery.readme_blocks import replace_between_markers, write_text
 from machinery.recorded import KIND_PLURAL, Recorded, exact_totals
@@ -28,25 +28,6 @@ REAL_GRPO_VERDICTS_KEY = 'verdicts'  # the seed verdicts of the claims judged on
 CLIP_HIGHER_CLAIM_KEY = 'clip_higher_claim'  # agentrl.ch10.clip_higher.CLAIM_KEY (a test holds the two equal)
 FRAGILE = 'fragile'  # agentrl.ch10.stability's label for a word that moves between arithmetic streams
 MAX_LINES = 6
-
-# The order words are listed in when present: the agreeing ones first. A word not listed here comes after these, in
-# the order the records first use it.
-WORD_ORDER = ('holds', 'carries over', 'tied', 'seed-dependent', FRAGILE, 'does not hold', 'does not carry over')
-# A count above one takes the plural verb; other words read the same either way ("2 tied", "2 fragile").
-PLURAL = {'holds': 'hold', 'does not hold': 'do not hold', 'carries over': 'carry over',
-          'does not carry over': 'do not carry over'}
-
-
-def ordered(counts):
-    """(word, count) pairs of a Counter, in WORD_ORDER, then unknown words in the order they were first counted."""
-    known = [w for w in WORD_ORDER if counts.get(w)]
-    return [(w, counts[w]) for w in known + [w for w in counts if w not in WORD_ORDER and counts[w]]]
-
-
-def counts_phrase(words):
-    """'6 hold, 1 tied, 2 do not hold' for a list of verdict words, each distinct word with its count."""
-    return ', '.join(f'{n} {PLURAL.get(word, word) if n > 1 else word}' for word, n in ordered(Counter(words)))
-
 
 def seed_word(verdict, stability_row):
     """The word a claim is shown with: 'fragile' when notebook 09 found its word moving on another arithmetic

@@ -6,6 +6,7 @@ seeds; with one seed there is no noise to judge a gap against, and the sentence 
 """
 import html
 
+from agentrl import prose
 from agentrl.ch10 import ties
 from agentrl.ch10.claims import count_phrase
 from agentrl.realrl import claims, findings
@@ -31,7 +32,7 @@ def waiting_phrase(record, waiting):
     """'2 wait for seeds; 1 was not run (needing entropy 0.1, which the sweep runs only when asked).', or '' when
     nothing waits."""
     by_key = {claim.key: claim for claim in claims.CLAIMS}
-    not_run = {key: unswept(record, by_key[key]) for key, _ in waiting if unswept(record, by_key[key])}
+    not_run = {key: names for key, _ in waiting if (names := unswept(record, by_key[key]))}
     parts = []
     if len(waiting) > len(not_run):
         parts.append(f'{len(waiting) - len(not_run)} wait for seeds')
@@ -202,9 +203,7 @@ def found_bullets(record, tiny, min_seeds=MIN_SEEDS):
         out.append(findings.crossing_sentence(record, 'none') + '.')
     judged, waiting = findings.verdicts(record, min_seeds=min_seeds)
     words = [v['verdict'] for v in judged]
-    plural = {'holds': 'hold', 'does not hold': 'do not hold'}  # '2 hold', '1 holds'; 'tied' reads the same
-    counts = ', '.join(f'{words.count(w)} {plural.get(w, w) if words.count(w) > 1 else w}'
-                       for w in dict.fromkeys(words)) or 'none yet'
+    counts = prose.counts_phrase(words) or 'none yet'
     agree = sum(1 for v in judged if v['key'] in tiny and tiny[v['key']][0] == v['verdict'])
     out.append(f'Of the {len(claims.CLAIMS)} claims, {len(judged)} have their runs on {min_seeds} seeds and are judged '
                f'({counts}); {agree} of them get the verdict TinyAgent got. {waiting_phrase(record, waiting)}'.rstrip())
