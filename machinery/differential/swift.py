@@ -1,0 +1,3 @@
+"""swift checks: written next."""
+from machinery.differential.compare import Registry
+registry = Registry()

@@ -1,0 +1,3 @@
+"""trl checks: written next."""
+from machinery.differential.compare import Registry
+registry = Registry()

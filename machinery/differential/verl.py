@@ -1,0 +1,171 @@
+"""verl's functions (verl/trainer/ppo/core_algos.py, verl/utils/torch_functional.py) against ours."""
+import torch
+
+from agentrl.ch10.framework_options import group_advantages
+from agentrl.ch10.framework_plugins import SequenceRatioLoss
+from agentrl.ch10.regularizers import adapt_kl_coef
+from agentrl.core.aggregation import aggregate
+from agentrl.core.kl import kl_estimate
+from agentrl.core.logprobs import entropy_from_logits
+from agentrl.substrate.grpo import RLConfig, policy_loss
+from machinery.differential.cases import GROUP_SIZE
+from machinery.differential.compare import Differs, Registry
+
+FRAMEWORK = 'verl'
+registry = Registry()
+CLIP_LOW, CLIP_HIGH = 0.2, 0.28  # clip-higher, so that a swapped pair of bounds shows
+
+
+def _core():
+    from verl.trainer.ppo import core_algos
+    return core_algos
+
+
+def _actor_config(loss_agg_mode):
+    # a configuration object only: verl's policy losses read their clip bounds and aggregation from it
+    from verl.workers.config import FSDPActorConfig
+    return FSDPActorConfig(strategy='fsdp', rollout_n=GROUP_SIZE, ppo_mini_batch_size=GROUP_SIZE,
+                           ppo_micro_batch_size_per_gpu=1, clip_ratio=CLIP_LOW, clip_ratio_low=CLIP_LOW,
+                           clip_ratio_high=CLIP_HIGH, loss_agg_mode=loss_agg_mode)
+
+
+def _our_config(mode, case):
+    horizon = case['mask'].shape[1] if mode == 'seq-mean-token-sum-norm' else None
+    return RLConfig(clip_low=CLIP_LOW, clip_high=CLIP_HIGH, loss_agg=mode, loss_agg_horizon=horizon)
+
+
+EMPTY_ROWS = ("for a row with no policy tokens verl divides the sequence mean by the rows that have some, ours by "
+              "every row")
+
+# ---- KL estimators: kl_penalty(logprob, ref_logprob, kind), straight-through '+' kinds included
+K3_CLAMP = ("verl clamps k3's log-ratio to [-20, 20] and k3 itself to [-10, 10]; ours is unclamped, so the two part "
+            "once ref_logp - logp leaves about [-11, 2.6]")
+for their_kind, our_kind in (('k1', 'k1'), ('kl', 'k1'), ('k2', 'k2'), ('mse', 'k2'), ('k3', 'k3'),
+                             ('low_var_kl', 'k3'), ('k1+', 'k1+'), ('k3+', 'k3+')):
+    registry.add(
+        FRAMEWORK, ('actor_rollout_ref.actor.kl_loss_type', 'algorithm.kl_penalty'),
+        'verl.trainer.ppo.core_algos.kl_penalty', 'agentrl.core.kl.kl_estimate', f"kind='{their_kind}'",
+        theirs=lambda c, k=their_kind: _core().kl_penalty(c['logp'], c['ref_logp'], k),
+        mine=lambda c, k=our_kind: kl_estimate(c['logp'], c['ref_logp'], k),
+        wrt=('logp', 'ref_logp'),
+        differs=(Differs(K3_CLAMP, cases=('far ratios',)),) if our_kind.startswith('k3') else ())
+
+# ---- loss aggregation: agg_loss(loss_mat, loss_mask, loss_agg_mode)
+for mode in ('token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mean-token-sum-norm'):
+    registry.add(
+        FRAMEWORK, ('actor_rollout_ref.actor.loss_agg_mode', 'actor_rollout_ref.actor.loss_scale_factor'),
+        'verl.trainer.ppo.core_algos.agg_loss', 'agentrl.core.aggregation.aggregate', f"loss_agg_mode='{mode}'",
+        theirs=lambda c, m=mode: _core().agg_loss(c['logp'] * c['ref_logp'], c['mask'], m),
+        mine=lambda c, m=mode: aggregate(c['logp'] * c['ref_logp'], c['mask'], m,
+                                         c['mask'].shape[1] if m.endswith('norm') else None),
+        wrt=('logp', 'ref_logp'),
+        differs=(Differs(EMPTY_ROWS, cases=('empty row',)),) if mode.startswith('seq-mean') else ())
+
+# token-sum arrived after the reference release; ours has no such mode, so it is held against its definition in
+# our terms: the seq-mean-token-sum of the batch times the number of rows
+registry.add(
+    FRAMEWORK, ('actor_rollout_ref.actor.loss_agg_mode',),
+    'verl.trainer.ppo.core_algos.agg_loss', 'agentrl.core.aggregation.aggregate', "loss_agg_mode='token-sum'",
+    theirs=lambda c: _core().agg_loss(c['logp'] * c['ref_logp'], c['mask'], 'token-sum'),
+    mine=lambda c: aggregate(c['logp'] * c['ref_logp'], c['mask'], 'seq-mean-token-sum') * c['mask'].shape[0],
+    wrt=('logp', 'ref_logp'),
+    differs=(Differs("the reference release has no 'token-sum' mode (ValueError)", sets=('reference',)),))
+
+# ---- entropy
+registry.add(
+    FRAMEWORK, ('actor_rollout_ref.actor.calculate_entropy', 'actor_rollout_ref.actor.entropy_from_logits_with_chunking'),
+    'verl.utils.torch_functional.entropy_from_logits', 'agentrl.core.logprobs.entropy_from_logits', '',
+    theirs=lambda c: __import__('verl.utils.torch_functional', fromlist=['x']).entropy_from_logits(c['logits']),
+    mine=lambda c: entropy_from_logits(c['logits']), wrt=('logits',))
+for mode in ('token-mean', 'seq-mean-token-mean'):
+    registry.add(
+        FRAMEWORK, ('actor_rollout_ref.actor.entropy_coeff',),
+        'verl.trainer.ppo.core_algos.compute_entropy_loss', 'agentrl.core.aggregation.aggregate',
+        f"loss_agg_mode='{mode}'",
+        theirs=lambda c, m=mode: _core().compute_entropy_loss(c['logits'], c['mask'], m),
+        mine=lambda c, m=mode: aggregate(entropy_from_logits(c['logits']), c['mask'], m),
+        wrt=('logits',),
+        differs=(Differs(EMPTY_ROWS, cases=('empty row',)),) if mode.startswith('seq-mean') else ())
+
+# ---- the clipped policy loss (loss_mode 'vanilla'), through verl's registry of policy losses
+DUAL_CLIP = ("verl's vanilla loss is dual-clip PPO: for A < 0 it caps -A r at -A clip_ratio_c (3), and it clamps the "
+             "log-ratio to [-20, 20]; ours has neither, so they part where r > 3 with A < 0")
+for mode in ('token-mean', 'seq-mean-token-mean'):
+    registry.add(
+        FRAMEWORK, ('actor_rollout_ref.actor.policy_loss.loss_mode', 'actor_rollout_ref.actor.clip_ratio',
+                    'actor_rollout_ref.actor.clip_ratio_low', 'actor_rollout_ref.actor.clip_ratio_high'),
+        "verl.trainer.ppo.core_algos.get_policy_loss_fn('vanilla')", 'agentrl.substrate.grpo.policy_loss',
+        f"loss_agg_mode='{mode}', clip 0.2/0.28",
+        theirs=lambda c, m=mode: _core().get_policy_loss_fn('vanilla')(
+            c['old_logp'], c['logp'], c['advantages'][:, None].expand_as(c['logp']), c['mask'], m,
+            _actor_config(m))[0],
+        mine=lambda c, m=mode: policy_loss(c['logp'], c['old_logp'], c['advantages'], c['mask'],
+                                           _our_config(m, c))[0],
+        wrt=('logp',),  # old_logp is data: the trainer never differentiates it
+        stand_in='FSDPActorConfig: the clip bounds and the aggregation mode, no model',
+        differs=((Differs(DUAL_CLIP, cases=('far ratios',)),)
+                 + ((Differs(EMPTY_ROWS, cases=('empty row',)),) if mode.startswith('seq-mean') else ())))
+
+# ---- GSPO: one ratio per sequence
+GSPO_AGG = ("verl 0.9 aggregates GSPO's token losses by loss_agg_mode; under token-mean a long sequence weighs more "
+            "than a short one, where GSPO (and ours) average over sequences")
+GSPO_CLAMP = "verl clamps the sequence log-ratio at 10 before the exponential; ours does not"
+for mode in ('seq-mean-token-mean', 'token-mean'):
+    registry.add(
+        FRAMEWORK, ('actor_rollout_ref.actor.policy_loss.loss_mode',),
+        "verl.trainer.ppo.core_algos.get_policy_loss_fn('gspo')", 'agentrl.ch10.framework_plugins.SequenceRatioLoss',
+        f"loss_agg_mode='{mode}', clip 0.2/0.28",
+        theirs=lambda c, m=mode: _core().get_policy_loss_fn('gspo')(
+            c['old_logp'], c['logp'], c['advantages'][:, None].expand_as(c['logp']), c['mask'], m,
+            _actor_config(m))[0],
+        mine=lambda c: policy_loss(c['logp'], c['old_logp'], c['advantages'], c['mask'],
+                                   _our_config('seq-mean-token-mean', c),
+                                   plugins=(SequenceRatioLoss((CLIP_LOW, CLIP_HIGH)),))[0],
+        wrt=('logp',),  # old_logp is data: the trainer never differentiates it
+        stand_in='FSDPActorConfig: the clip bounds and the aggregation mode, no model',
+        differs=((Differs(EMPTY_ROWS, cases=('empty row',)), Differs(GSPO_CLAMP, cases=('far ratios',)))
+                 + ((Differs(GSPO_AGG, cases=('ragged', 'empty row', 'long', 'far ratios'), sets=('latest',)),)
+                    if mode == 'token-mean' else ())))
+
+# ---- the adaptive in-reward KL controller: one update from several measured KLs
+KLS = (0.0, 0.05, 0.1, 0.15, 0.5, 2.0)
+
+
+def _their_controller(case):
+    betas = []
+    for kl in KLS:
+        controller = _core().AdaptiveKLController(init_kl_coef=0.2, target_kl=0.1, horizon=10000)
+        controller.update(current_kl=kl, n_steps=1000)  # n_steps / horizon = 1/10, our controller's fixed step
+        betas.append(controller.value)
+    return torch.tensor(betas, dtype=torch.float64)
+
+
+registry.add(
+    FRAMEWORK, ('algorithm.kl_ctrl.type', 'algorithm.kl_ctrl.target_kl', 'algorithm.kl_ctrl.horizon'),
+    'verl.trainer.ppo.core_algos.AdaptiveKLController.update', 'agentrl.ch10.regularizers.adapt_kl_coef',
+    'init 0.2, target 0.1, n_steps / horizon = 0.1',
+    theirs=_their_controller,
+    mine=lambda c: torch.tensor([adapt_kl_coef(0.2, kl, 0.1) for kl in KLS], dtype=torch.float64),
+    value_only=True, cases=('ragged',))
+
+# ---- GRPO's outcome advantage, with and without the division by the group's std
+for by_std in (True, False):
+    registry.add(
+        FRAMEWORK, ('algorithm.adv_estimator', 'algorithm.norm_adv_by_std_in_grpo'),
+        'verl.trainer.ppo.core_algos.compute_grpo_outcome_advantage',
+        'agentrl.ch10.framework_options.group_advantages', f'norm_adv_by_std_in_grpo={by_std}',
+        theirs=lambda c, s=by_std: _their_advantages(c, s),
+        mine=lambda c, s=by_std: group_advantages(c['rewards'], GROUP_SIZE, 'group' if s else 'none'),
+        value_only=True, cases=('ragged', 'single token', 'long'))
+
+
+def _their_advantages(case, by_std):
+    import numpy as np
+    rows, width = case['mask'].shape
+    scores = torch.zeros(rows, width, dtype=torch.float64)
+    last = (case['mask'].sum(-1).long() - 1).clamp(min=0)
+    scores[torch.arange(rows), last] = case['rewards']  # the outcome reward on each row's last token
+    index = np.array([i // GROUP_SIZE for i in range(rows)])
+    advantages, _ = _core().compute_grpo_outcome_advantage(scores, case['mask'], index, epsilon=1e-6,
+                                                           norm_adv_by_std_in_grpo=by_std)
+    return advantages[:, 0]
