@@ -204,3 +204,133 @@ for level in ('token', 'sequence'):
         ours='agentrl.substrate.grpo.ReferenceKL(weighting=\'ratio\') (agentrl.core.off_policy.ratio_weighted_kl)',
         differs=(Differs(SEQUENCE_WEIGHT, cases=('ragged', 'empty row', 'long', 'far ratios')),)
         if level == 'sequence' else ())
+
+# ---- top_entropy_quantile: the policy term of only the highest-entropy tokens
+KEEP = 0.2
+FLOAT32_QUANTILE = ("TRL takes the quantile of the policy tokens' entropies cast to float32; 'empty row' has 21 policy "
+                    "tokens, so for keep 0.2 and 0.5 the quantile lands exactly on one token's entropy (20 x (1 - "
+                    "keep) is whole), and its float32 value rounds above that token's float64 entropy: TRL drops the "
+                    "token, ours keeps it (a tie)")
+for keep in (KEEP, 0.5):
+    registry.add(
+        FRAMEWORK, ('GRPOConfig.top_entropy_quantile',), 'trl.trainer.grpo_trainer.GRPOTrainer.get_high_entropy_mask',
+        'agentrl.core.entropy_control.top_entropy_mask', f'top_entropy_quantile={keep}',
+        theirs=lambda c, k=keep: _grpo_trainer().get_high_entropy_mask(
+            entropy_from_logits(c['logits']).detach(), c['mask'], 1 - k).to(torch.float64),
+        mine=lambda c, k=keep: top_entropy_mask(entropy_from_logits(c['logits']).detach(), c['mask'], k).to(
+            torch.float64),
+        wrt=(), value_only=True, stand_in='a trainer made with object.__new__ whose accelerator is one process',
+        differs=(Differs(FLOAT32_QUANTILE, cases=('empty row',)),))
+_loss_check(
+    ('GRPOConfig.top_entropy_quantile', 'GRPOConfig.loss_type') + KL_OPTIONS + CLIP_OPTIONS,
+    f"top_entropy_quantile={KEEP}, loss_type='grpo', beta={BETA}",
+    theirs=lambda c: _their_loss(c, keep=KEEP),
+    mine=lambda c: _our_loss(c, AGGREGATION['grpo'], plugins=(TopEntropyUpdate(KEEP),)),
+    ours='agentrl.ch10.framework_plugins.TopEntropyUpdate + ReferenceKL',
+    differs=(Differs(FLOAT32_QUANTILE, cases=('empty row',)),))
+
+# ---- the entropy bonus: loss - coef * the token mean of the entropy over the micro-batch, whatever the loss type
+BONUS_AGGREGATION = ("TRL's entropy bonus is the token mean of the entropy under every loss type; our engine reduces "
+                     "EntropyBonus as cfg.loss_agg says, here 'seq-mean-token-mean' like the policy term, so the two "
+                     "part unless every sequence has the same number of policy tokens")
+BONUS_MASK = ("with top_entropy_quantile < 1 TRL averages the bonus over the kept high-entropy tokens only; "
+              "EntropyBonus averages over every policy token")
+for loss_type, keep in (('bnpo', 1.0), ('grpo', 1.0), ('bnpo', KEEP)):
+    _loss_check(
+        ('GRPOConfig.entropy_coef', 'GRPOConfig.loss_type') + KL_OPTIONS + CLIP_OPTIONS
+        + (('GRPOConfig.top_entropy_quantile',) if keep < 1 else ()),
+        f"entropy_coef={ENTROPY_COEF}, loss_type='{loss_type}', beta={BETA}"
+        + (f', top_entropy_quantile={keep}' if keep < 1 else ''),
+        theirs=lambda c, t=loss_type, k=keep: _their_loss(c, loss_type=t, entropy_coef=ENTROPY_COEF, keep=k),
+        mine=lambda c, t=loss_type, k=keep: _our_loss(
+            c, AGGREGATION[t], plugins=((TopEntropyUpdate(k),) if k < 1 else ()) + (EntropyBonus(ENTROPY_COEF),)),
+        ours='agentrl.substrate.grpo.policy_loss + agentrl.ch10.regularizers.EntropyBonus + ReferenceKL',
+        wrt=('logp', 'ref_logp', 'logits'),
+        differs=((Differs(BONUS_AGGREGATION, cases=('ragged', 'empty row', 'long', 'far ratios')),)
+                 if loss_type == 'grpo' else ())
+        + ((Differs(BONUS_MASK),) if keep < 1 else ()))
+
+# ---- the adaptive entropy coefficient (Skywork-OR1): one controller step at the end of an optimizer step
+CONTROLLER = [(start, target) for start in (0.0, 0.5, 0.998, 1.0) for target in (0.2, 1.5, 2.0, 2.5, 10.0)]
+
+
+def _their_controller(case):
+    coefs = []
+    for start, target in CONTROLLER:
+        trainer = _grpo_trainer(loss_type='bnpo', entropy_coef=start, adaptive=True, target=target)
+        trainer._get_per_token_logps_and_entropies = _forward(trainer, case)
+        trainer._compute_loss(None, _inputs(case))
+        coefs.append(trainer.entropy_coef)
+    return torch.tensor(coefs, dtype=torch.float64)
+
+
+def _our_controller(case):
+    measured = masked_mean(entropy_from_logits(case['logits']), case['mask']).item()
+    return torch.tensor([adapt_entropy_coef(start, measured, target, 0.005, 0.0, 1.0)
+                         for start, target in CONTROLLER], dtype=torch.float64)
+
+
+registry.add(
+    FRAMEWORK, ('GRPOConfig.use_adaptive_entropy', 'GRPOConfig.entropy_target', 'GRPOConfig.entropy_coef_delta',
+                'GRPOConfig.entropy_coef_min', 'GRPOConfig.entropy_coef_max'),
+    'trl.trainer.grpo_trainer.GRPOTrainer._compute_loss', 'agentrl.core.entropy_control.adapt_entropy_coef',
+    'use_adaptive_entropy=True: the coefficient after one step, delta 0.005 in [0, 1], 20 (start, target) pairs',
+    theirs=_their_controller, mine=_our_controller, wrt=(), value_only=True,
+    stand_in=STAND_IN + '; the accelerator ends an optimizer step on every call')
+
+# the bonus applied on a step: the coefficient when the previous step's entropy was at or below the target, else 0
+for last in (0.1, 5.0):
+    def _our_gated(case, last=last):
+        term = EntropyTarget(0.2, 0.005, 1.0)
+        term.coef, term.on = 0.3, last <= 0.2  # the controller's state after a step that measured `last`
+        return _our_loss(case, AGGREGATION['bnpo'], plugins=(term,))
+
+    _loss_check(
+        ('GRPOConfig.use_adaptive_entropy', 'GRPOConfig.entropy_target', 'GRPOConfig.loss_type') + KL_OPTIONS,
+        f"use_adaptive_entropy=True, entropy_coef=0.3, entropy_target=0.2, previous entropy {last}, "
+        f"loss_type='bnpo', beta={BETA}",
+        theirs=lambda c, last=last: _their_loss(c, loss_type='bnpo', entropy_coef=0.3, adaptive=True,
+                                                last_entropy=last, target=0.2),
+        mine=_our_gated, ours='agentrl.ch10.framework_plugins.EntropyTarget + ReferenceKL',
+        wrt=('logp', 'ref_logp', 'logits'))
+
+# ---- the vLLM importance weight: multiplies the policy term, not the KL term
+_loss_check(
+    ('GRPOConfig.vllm_importance_sampling_correction', 'GRPOConfig.loss_type') + KL_OPTIONS + CLIP_OPTIONS,
+    "use_vllm=True, vllm_importance_sampling_correction=True, weight pi_old / pi_sampler untruncated, "
+    f"loss_type='bnpo', beta={BETA}",
+    theirs=lambda c: _their_loss(c, loss_type='bnpo', use_vllm=True, sampler_logp=_sampler_logp(c)),
+    mine=lambda c: _our_loss(c, AGGREGATION['bnpo'], plugins=(SamplerCorrection('token_truncate', math.inf),),
+                             sampler_logp=_sampler_logp(c)),
+    ours='agentrl.ch10.framework_plugins.SamplerCorrection (agentrl.core.off_policy.sampler_weights) + ReferenceKL')
+
+
+def _sampler_logp(case):
+    # the sampler's log-probs: the reference's, detached, stand in (any log-probs other than pi_old's would do)
+    return case['ref_logp'].detach()
+
+
+# ---- RLOO: PPO's clip on the whole sequence's ratio, the product of its token ratios
+def _their_rloo(case):
+    from trl.trainer.rloo_trainer import RLOOTrainer
+    trainer = object.__new__(RLOOTrainer)
+    trainer.__dict__.update(
+        epsilon_low=CLIP_LOW, epsilon_high=CLIP_HIGH, aux_loss_enabled=False, _entropy_bonus_enabled=False,
+        model=SimpleNamespace(training=True), accelerator=_OneProcess(),
+        _metrics={'train': defaultdict(list), 'eval': defaultdict(list)})
+    trainer._get_per_token_logps_and_entropies = _forward(trainer, case)
+    inputs = _inputs(case)
+    inputs['old_logps'] = sequence_sum(case['old_logp'], case['mask']).detach()  # TRL stores the summed log-probs
+    return trainer._compute_loss(None, inputs)
+
+
+def _our_rloo(case):
+    ratio = torch.exp(sequence_sum(case['logp'] - case['old_logp'], case['mask']))  # [B]
+    return -clipped_objective(ratio, case['advantages'], CLIP_LOW, CLIP_HIGH).mean()
+
+
+registry.add(
+    FRAMEWORK, ('RLOOConfig.epsilon', 'RLOOConfig.epsilon_high'), 'trl.trainer.rloo_trainer.RLOOTrainer._compute_loss',
+    'agentrl.core.off_policy.clipped_objective of exp(sequence_sum(logp - old_logp))', 'epsilon 0.2/0.28',
+    theirs=_their_rloo, mine=_our_rloo, stand_in=STAND_IN.replace('loss settings', 'clip bounds')
+    + "; old_logps, the sequence's summed log-prob, is the case's old_logp summed over policy tokens")
