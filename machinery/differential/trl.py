@@ -189,9 +189,9 @@ for loss_type in ('grpo', 'dapo', 'luspo'):
         ours='agentrl.ch10.framework_plugins.SequenceRatioLoss + ReferenceKL')
 
 # ---- use_bias_correction_kl: k3 times the policy ratio, the ratio differentiated
-SEQUENCE_WEIGHT = ("under importance_sampling_level='sequence' TRL multiplies k3 by the sequence's geometric-mean ratio "
-                   "exp(mean_t(logp - old_logp)), ours (ratio_weighted_kl) by each token's own ratio; the two are "
-                   "one number only when a sequence has a single token")
+SEQUENCE_WEIGHT = ("under importance_sampling_level='sequence' TRL multiplies k3 by the sequence's geometric-mean "
+                   "ratio exp(mean_t(logp - old_logp)), ours (ratio_weighted_kl) by each token's own ratio; the "
+                   "two are one number only when a sequence has a single token")
 for level in ('token', 'sequence'):
     _loss_check(
         ('GRPOConfig.use_bias_correction_kl',) + KL_OPTIONS + CLIP_OPTIONS
@@ -334,3 +334,19 @@ registry.add(
     'agentrl.core.off_policy.clipped_objective of exp(sequence_sum(logp - old_logp))', 'epsilon 0.2/0.28',
     theirs=_their_rloo, mine=_our_rloo, stand_in=STAND_IN.replace('loss settings', 'clip bounds')
     + "; old_logps, the sequence's summed log-prob, is the case's old_logp summed over policy tokens")
+
+# ---- options of data/frameworks/trl.toml with an `ours` that no check above executes, and why
+# RLOOConfig.beta (KLInReward): the k1 sum is taken off the reward inline in
+#   RLOOTrainer._generate_and_score_completions, which needs a model, generation and reward functions; no TRL function
+#   computes it on given tensors.
+# PPOConfig.kl_coef (KLInReward), PPOConfig.kl_estimator (kl_penalty), PPOConfig.cliprange (policy_loss): computed
+#   inline in the rollout and update loops of the experimental PPOTrainer.train, which needs a policy, a reference,
+#   a value model and generation.
+# GRPOConfig.scale_rewards (compute_advantages): the group mean and std are taken inline in
+#   GRPOTrainer._generate_and_score_completions, which needs a model, generation and reward functions.
+# GRPOConfig.vllm_importance_sampling_mode, vllm_importance_sampling_clip_max, vllm_importance_sampling_cap
+#   (sampler_weights): the weight pi_old / pi_sampler is built, truncated or masked inline in
+#   _generate_and_score_completions from vLLM's log-probs (the cap is only a config alias of clip_max); the check
+#   above executes where _compute_loss applies a weight it is given, not how the weight is made.
+# GRPOConfig.temperature (run_episodes): ours is the sampler that draws tokens at that temperature; TRL divides the
+#   logits inside the forward, _get_per_token_logps_and_entropies, the one method these checks replace.
