@@ -64,3 +64,17 @@ def test_the_figure_draws_a_band_and_a_line_for_every_setting_present():
     top_left = fig.axes[0]
     assert len(top_left.lines) == 4 and len(top_left.collections) == 4  # none and the three KL runs
     assert top_left.get_legend().get_texts()[0].get_text() == 'none (3 seeds)'
+
+
+def test_the_pass_at_k_figure_has_a_line_for_every_setting_and_the_base_model():
+    record = record_of([0, 1, 2])
+    record['base'] = dict(evaluation=dict(pass_at_k=[0.3] * 32))
+    for runs in record['runs'].values():
+        for run in runs.values():
+            run['evaluation']['pass_at_k'] = [0.5] * 32
+    names = list(findings.claims.SETTINGS)  # entropy 0.1 included: every setting the sweep can run
+    fig = findings.pass_at_k_figure(record, names)
+    labels = [text.get_text() for text in fig.axes[0].get_legend().get_texts()]
+    assert labels == ['base model'] + [f'{name} (3 seeds)' for name in names]
+    colours = [line.get_color() for line in fig.axes[0].lines]
+    assert len(set(colours)) == len(colours)  # no two settings share a colour

@@ -124,7 +124,9 @@ def pass_at_k_figure(record, names):
 
     fig, axes = new_figure(1, 1, width=5.6, height=3.4)
     ax = axes[0][0]
-    palette = ['#4575b4', '#1a9850', '#984ea3', '#d73027', '#66c2a5', '#8c510a', '#fdae61', '#542788', '#b2182b']
+    # one colour for every setting but 'none', which keeps its own: the figure can show the whole sweep
+    palette = ['#4575b4', '#1a9850', '#984ea3', '#d73027', '#66c2a5', '#8c510a', '#fdae61', '#542788', '#b2182b',
+               '#e7298a']
     base = record['base']['evaluation']['pass_at_k']
     ks = list(range(1, len(base) + 1))
     ax.plot(ks, base, color='black', lw=2, label='base model')
