@@ -250,13 +250,13 @@ def _our_policy(case, clip, mode, plugins=()):
     return policy_loss(case['logp'], case['old_logp'].detach(), case['advantages'], case['mask'], cfg, plugins)[0]
 
 
-PPO_OPTIONS = ('--actor.policy_loss_type', '--actor.eps_clip_low_high', 'PolicyLoss.token_level_loss (internal; no CLI flag)')
+TOKEN_LEVEL = 'PolicyLoss.token_level_loss (internal; no CLI flag)'
 PPO_STAND_IN = STAND_IN + '; PolicyLoss is an nn.Module with no parameters: only its clip and aggregation settings'
 for clip, options, label in (((CLIP_LOW, CLIP_HIGH), ('--actor.eps_clip_low_high',), 'eps_clip_low_high=(0.2, 0.28)'),
                              ((0.2, 0.2), ('--actor.eps_clip',), 'eps_clip=0.2')):
     for token_level, mode in ((True, 'token-mean'), (False, 'seq-mean-token-mean')):
         registry.add(
-            FRAMEWORK, ('--actor.policy_loss_type',) + options + ('PolicyLoss.token_level_loss (internal; no CLI flag)',),
+            FRAMEWORK, ('--actor.policy_loss_type',) + options + (TOKEN_LEVEL,),
             'openrlhf.models.loss.PolicyLoss.forward', 'agentrl.substrate.grpo.policy_loss',
             f"policy_loss_type='ppo', {label}, token_level_loss={token_level}",
             theirs=lambda c, k=clip, t=token_level: _their_policy(c, k, 'ppo', t),
@@ -268,7 +268,8 @@ for clip, options, label in (((CLIP_LOW, CLIP_HIGH), ('--actor.eps_clip_low_high
 # gspo: the sequence's mean log-ratio, unclamped, clipped once per sequence, token_level_loss forced to False
 for clip, label in (((CLIP_LOW, CLIP_HIGH), 'eps_clip_low_high=(0.2, 0.28)'), ((0.2, 0.2), 'eps_clip=0.2')):
     registry.add(
-        FRAMEWORK, ('--actor.policy_loss_type', '--actor.eps_clip_low_high' if clip[0] != clip[1] else '--actor.eps_clip'),
+        FRAMEWORK, ('--actor.policy_loss_type', '--actor.eps_clip_low_high' if clip[0] != clip[1] else
+                    '--actor.eps_clip'),
         'openrlhf.models.loss.PolicyLoss.forward', 'agentrl.ch10.framework_plugins.SequenceRatioLoss',
         f"policy_loss_type='gspo', {label}",
         theirs=lambda c, k=clip: _their_policy(c, k, 'gspo'),

@@ -1,3 +1,209 @@
-"""swift checks: written next."""
-from machinery.differential.compare import Registry
+"""ms-swift's functions (swift/rl_core/advantage.py, swift/rlhf_trainers/grpo_trainer.py) against ours.
+
+ms-swift 4.6.0 needs trl < 1.0, so it runs in its own layer, /tmp/fw/swift: a venv over the reference set's
+site-packages (a .pth file), with these installed into it by `pip install --no-deps`:
+    ms-swift 4.6.0 (the wheel in /tmp/fw/dl), trl 0.29.1 (the newest 0.x), modelscope 1.36.3, json-repair 0.64.6,
+    dacite 1.9.2
+modelscope 1.36.3 rather than the newest (1.40.2): from 1.37 on it imports modelscope_hub, which needs cryptography and
+cffi, compiled packages. Run: PYTHONPATH=. /tmp/fw/swift/bin/python -m machinery.differential.run --set swift
+--frameworks ms-swift.
+
+grpo_trainer.py's import chain also reaches PIL (swift.template's image templates), msgspec (swift.rollout) and
+aiohttp (the rollout client): compiled packages, not installed here. None is used by the loss; _trainer_module
+registers an empty placeholder module for each of these three names only (every attribute a bare class), and each
+check through the trainer says so in its stand_in. The loss itself, _compute_loss_and_metrics, is called on a
+trainer made with object.__new__: configuration attributes, an accelerator whose gather is the identity (one
+process), and the forward stubbed to return the case's log-probs.
+"""
+import importlib
+import importlib.machinery
+import sys
+import types
+
+import torch
+
+from agentrl.ch10.framework_options import group_advantages
+from agentrl.ch10.framework_plugins import CappedWeightLoss, SequenceRatioLoss
+from agentrl.substrate.grpo import RLConfig, ReferenceKL, compute_advantages, policy_loss
+from machinery.differential.cases import GROUP_SIZE
+from machinery.differential.compare import Differs, Registry
+
+FRAMEWORK = 'ms-swift'
 registry = Registry()
+CLIP_LOW, CLIP_HIGH = 0.2, 0.28  # clip-higher, so that a swapped pair of bounds shows
+PLACEHOLDERS = ('PIL', 'msgspec', 'aiohttp')
+
+
+# ---- the group advantage: compute_advantages(rewards_per_func, reward_weights, num_generations, ...), one reward
+# function of weight 1
+def _their_advantages(case, scale, estimator='grpo'):
+    from swift.rl_core.advantage import compute_advantages as theirs
+    rewards = case['rewards'][:, None]  # [B, 1]: one reward function
+    return theirs(rewards, torch.ones(1, dtype=torch.float64), GROUP_SIZE, advantage_estimator=estimator,
+                  scale_rewards=scale)[0]
+
+
+EPSILON = ("ms-swift divides by std + 1e-4 (advantage.py), ours by std + 1e-6: every case's first group has rewards "
+           "(0, 1, 1, 0.5), whose advantages then differ by about 2e-4 relative")
+registry.add(
+    FRAMEWORK, ('advantage_estimator', 'scale_rewards'),
+    'swift.rl_core.advantage.compute_advantages', 'agentrl.substrate.grpo.compute_advantages',
+    "advantage_estimator='grpo', scale_rewards='group'",
+    theirs=lambda c: _their_advantages(c, 'group'),
+    mine=lambda c: compute_advantages({'rewards': c['rewards']}, RLConfig(group_size=GROUP_SIZE, turn_cost=0.0)),
+    value_only=True, cases=('ragged', 'single token', 'long'), differs=(Differs(EPSILON),))
+# the same with our group_advantages at ms-swift's epsilon: what is left is the arithmetic
+for scale in ('group', 'batch', 'none'):
+    registry.add(
+        FRAMEWORK, ('advantage_estimator', 'scale_rewards'),
+        'swift.rl_core.advantage.compute_advantages', 'agentrl.ch10.framework_options.group_advantages',
+        f"advantage_estimator='grpo', scale_rewards='{scale}' (ours: eps=1e-4)",
+        theirs=lambda c, s=scale: _their_advantages(c, s),
+        mine=lambda c, s=scale: group_advantages(c['rewards'], GROUP_SIZE, s, eps=1e-4),
+        value_only=True, cases=('ragged', 'single token', 'long'))
+
+
+# ---- the GRPO loss through a stand-in trainer
+class _Placeholders:
+    """A meta-path finder that answers for PLACEHOLDERS only, with empty modules (attributes are bare classes)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split('.')[0] in PLACEHOLDERS:
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        module = _Empty(spec.name)
+        module.__path__ = []
+        return module
+
+    def exec_module(self, module):
+        pass
+
+
+class _AnyAttribute(type):
+    """A bare class whose every attribute is another bare class (PIL.Image.Image, as an annotation)."""
+
+    def __getattr__(cls, name):
+        if name.startswith('__'):
+            raise AttributeError(name)
+        return _AnyAttribute(name, (), {})
+
+
+class _Empty(types.ModuleType):
+    def __getattr__(self, name):
+        if name.startswith('__'):
+            raise AttributeError(name)
+        return _AnyAttribute(name, (), {})
+
+
+def _trainer_module():
+    if 'swift.rlhf_trainers.grpo_trainer' not in sys.modules:
+        missing = [name for name in PLACEHOLDERS if importlib.util.find_spec(name) is None]
+        if missing:  # only where the real package is absent
+            sys.meta_path.insert(0, _Placeholders())
+    return importlib.import_module('swift.rlhf_trainers.grpo_trainer')
+
+
+class _Accelerator:
+    """One process: gather_for_metrics is the identity."""
+    num_processes = 1
+
+    @staticmethod
+    def gather_for_metrics(x):
+        return x
+
+
+def _their_loss(case, loss_type, level='token', clip=(CLIP_LOW, CLIP_HIGH), beta=0.0):
+    module = _trainer_module()
+    from swift.rl_core.data import GRPOBatch
+    trainer = object.__new__(module.GRPOTrainer)
+    rows, width = case['mask'].shape
+    mask = case['mask'] > 0
+    settings = dict(
+        model=types.SimpleNamespace(training=True), compute_entropy=False, overlong_filter=False,
+        args=types.SimpleNamespace(log_entropy=False, top_entropy_quantile=1.0, delta=None,
+                                   gradient_accumulation_steps=1),
+        beta=beta, kl_in_reward=False, rollout_importance_sampling_mode=None, log_rollout_offpolicy_metrics=False,
+        disable_rollout_importance_sampling=True, importance_sampling_level=level, _has_teacher=False,
+        loss_type=loss_type, epsilon_low=clip[0], epsilon_high=clip[1], off_policy_sequence_mask_delta=None,
+        max_completion_length=width, num_generations=GROUP_SIZE, accelerator=_Accelerator(), sdar_loss_coef=0.0,
+        chord_sft_iterator=None, model_accepts_loss_kwargs=False, compute_loss_func=None,
+        current_gradient_accumulation_steps=1)
+    for name, value in settings.items():
+        setattr(trainer, name, value)
+    # the forward: the case's log-probs, no entropies
+    trainer._get_per_token_logps_and_entropies = lambda model, inputs, batch, compute_entropy=False: (case['logp'],
+                                                                                                     None)
+    batch = GRPOBatch(completion_mask=mask, truncated_mask=torch.zeros(rows, dtype=torch.bool),
+                      seq_lengths=mask.sum(-1), old_per_token_logps=case['old_logp'].detach(),
+                      ref_per_token_logps=case['ref_logp'].detach() if beta else None,
+                      advantages=case['advantages'][:, None].expand(rows, width),
+                      num_items_in_batch=mask.sum())
+    return trainer._compute_loss_and_metrics(None, {}, batch)[0]
+
+
+def _our_loss(case, mode, plugins=(), clip=(CLIP_LOW, CLIP_HIGH), beta=0.0):
+    horizon = case['mask'].shape[1] if mode == 'seq-mean-token-sum-norm' else None
+    cfg = RLConfig(clip_low=clip[0], clip_high=clip[1], loss_agg=mode, loss_agg_horizon=horizon)
+    loss = policy_loss(case['logp'], case['old_logp'].detach(), case['advantages'], case['mask'], cfg, plugins)[0]
+    if beta:  # the KL term in the loss, reduced the way the policy term is
+        term = ReferenceKL(reference=None, coef=beta, kind='k3')
+        term.ref_logp, term.cfg = case['ref_logp'].detach(), cfg
+        loss = term.extend_loss(loss, torch.arange(case['logp'].shape[0]), None, case['logp'], case['mask'], {})
+    return loss
+
+
+STAND_IN = ("GRPOTrainer via object.__new__: configuration attributes, an accelerator whose gather is the identity, "
+            "the forward returning the case's log-probs; placeholder modules for " + ', '.join(PLACEHOLDERS)
+            + ' (compiled, absent, not used by the loss)')
+AGGREGATION = {'grpo': 'seq-mean-token-mean', 'bnpo': 'token-mean', 'dapo': 'token-mean',
+               'dr_grpo': 'seq-mean-token-sum-norm'}
+for loss_type, mode in AGGREGATION.items():
+    options = ('loss_type', 'epsilon', 'epsilon_high') + (('max_completion_length',) if loss_type == 'dr_grpo' else ())
+    registry.add(
+        FRAMEWORK, options,
+        'swift.rlhf_trainers.grpo_trainer.GRPOTrainer._compute_loss_and_metrics', 'agentrl.substrate.grpo.policy_loss',
+        f"loss_type='{loss_type}', importance_sampling_level='token', epsilon 0.2 / epsilon_high 0.28"
+        + (', max_completion_length = T' if loss_type == 'dr_grpo' else '')
+        + (', num_items_in_batch = the policy tokens, one process' if loss_type == 'dapo' else ''),
+        theirs=lambda c, t=loss_type: _their_loss(c, t),
+        mine=lambda c, m=mode: _our_loss(c, m),
+        stand_in=STAND_IN)
+
+# GSPO and GSPO-token: one ratio per sequence (the mean log-ratio, unclamped); under loss_type 'grpo' each sequence's
+# token mean, averaged over every row. GSPO-token's value is GSPO's, and so is its gradient: each token gets sg(s) times
+# its own log-prob's gradient, over the length, where GSPO gives each s / L.
+for level in ('sequence', 'sequence_token'):
+    registry.add(
+        FRAMEWORK, ('importance_sampling_level', 'loss_type', 'epsilon', 'epsilon_high'),
+        'swift.rlhf_trainers.grpo_trainer.GRPOTrainer._compute_loss_and_metrics',
+        'agentrl.ch10.framework_plugins.SequenceRatioLoss',
+        f"loss_type='grpo', importance_sampling_level='{level}', epsilon 0.2 / epsilon_high 0.28",
+        theirs=lambda c, v=level: _their_loss(c, 'grpo', v),
+        mine=lambda c: _our_loss(c, 'seq-mean-token-mean', (SequenceRatioLoss((CLIP_LOW, CLIP_HIGH)),)),
+        stand_in=STAND_IN)
+
+# CISPO: ms-swift caps the ratio at epsilon_high itself (not 1 + epsilon_high) and has no lower cap; ours clips to
+# [1 - low, 1 + high], so low = 1 (a floor of 0, which a ratio never reaches) and high = epsilon_high - 1
+CISPO_CAP = 5.0
+registry.add(
+    FRAMEWORK, ('loss_type', 'epsilon_high'),
+    'swift.rlhf_trainers.grpo_trainer.GRPOTrainer._compute_loss_and_metrics',
+    'agentrl.ch10.framework_plugins.CappedWeightLoss', f"loss_type='cispo', epsilon_high={CISPO_CAP}",
+    theirs=lambda c: _their_loss(c, 'cispo', clip=(CLIP_LOW, CISPO_CAP)),
+    mine=lambda c: _our_loss(c, 'token-mean', (CappedWeightLoss((1.0, CISPO_CAP - 1)),)),
+    stand_in=STAND_IN)
+
+# the KL to the reference in the loss: k3 added to each token's loss before the aggregation
+BETA = 0.04
+KL_CLAMP = ("ms-swift clamps k3's log-ratio to [-20, 20] and k3 to [-10, 10] (zero gradient beyond); 'far ratios' puts "
+            "ref_logp - logp from -30 to 25 on row 0, where ours is unclamped")
+for loss_type in ('grpo', 'bnpo'):
+    registry.add(
+        FRAMEWORK, ('beta', 'loss_type'),
+        'swift.rlhf_trainers.grpo_trainer.GRPOTrainer._compute_loss_and_metrics', 'agentrl.substrate.grpo.ReferenceKL',
+        f"loss_type='{loss_type}', beta={BETA} (k3 per token, aggregated with the policy term)",
+        theirs=lambda c, t=loss_type: _their_loss(c, t, beta=BETA),
+        mine=lambda c, t=loss_type: _our_loss(c, AGGREGATION[t], beta=BETA),
+        stand_in=STAND_IN, differs=(Differs(KL_CLAMP, cases=('far ratios',)),))
