@@ -23,7 +23,7 @@ import types
 import torch
 
 from agentrl.ch10.framework_options import group_advantages
-from agentrl.ch10.framework_plugins import CappedWeightLoss, SequenceRatioLoss
+from agentrl.ch10.framework_plugins import CappedWeightLoss, SamplerCorrection, SequenceRatioLoss
 from agentrl.substrate.grpo import RLConfig, ReferenceKL, compute_advantages, policy_loss
 from machinery.differential.cases import GROUP_SIZE
 from machinery.differential.compare import Differs, Registry
@@ -32,6 +32,7 @@ FRAMEWORK = 'ms-swift'
 registry = Registry()
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28  # clip-higher, so that a swapped pair of bounds shows
 PLACEHOLDERS = ('PIL', 'msgspec', 'aiohttp')
+SAMPLER_THRESHOLD = 2.0
 
 
 # ---- the group advantage: compute_advantages(rewards_per_func, reward_weights, num_generations, ...), one reward
@@ -114,7 +115,7 @@ class _Accelerator:
         return x
 
 
-def _their_loss(case, loss_type, level='token', clip=(CLIP_LOW, CLIP_HIGH), beta=0.0):
+def _their_loss(case, loss_type, level='token', clip=(CLIP_LOW, CLIP_HIGH), beta=0.0, sampler=None):
     module = _trainer_module()
     from swift.rl_core.data import GRPOBatch
     trainer = object.__new__(module.GRPOTrainer)
@@ -124,8 +125,9 @@ def _their_loss(case, loss_type, level='token', clip=(CLIP_LOW, CLIP_HIGH), beta
         model=types.SimpleNamespace(training=True), compute_entropy=False, overlong_filter=False,
         args=types.SimpleNamespace(log_entropy=False, top_entropy_quantile=1.0, delta=None,
                                    gradient_accumulation_steps=1),
-        beta=beta, kl_in_reward=False, rollout_importance_sampling_mode=None, log_rollout_offpolicy_metrics=False,
-        disable_rollout_importance_sampling=True, importance_sampling_level=level, _has_teacher=False,
+        beta=beta, kl_in_reward=False, rollout_importance_sampling_mode=sampler,
+        rollout_importance_sampling_threshold=SAMPLER_THRESHOLD, log_rollout_offpolicy_metrics=False,
+        disable_rollout_importance_sampling=sampler is None, importance_sampling_level=level, _has_teacher=False,
         loss_type=loss_type, epsilon_low=clip[0], epsilon_high=clip[1], off_policy_sequence_mask_delta=None,
         max_completion_length=width, num_generations=GROUP_SIZE, accelerator=_Accelerator(), sdar_loss_coef=0.0,
         chord_sft_iterator=None, model_accepts_loss_kwargs=False, compute_loss_func=None,
@@ -139,7 +141,8 @@ def _their_loss(case, loss_type, level='token', clip=(CLIP_LOW, CLIP_HIGH), beta
                       seq_lengths=mask.sum(-1), old_per_token_logps=case['old_logp'].detach(),
                       ref_per_token_logps=case['ref_logp'].detach() if beta else None,
                       advantages=case['advantages'][:, None].expand(rows, width),
-                      num_items_in_batch=mask.sum())
+                      num_items_in_batch=mask.sum(),
+                      rollout_per_token_logps=case['ref_logp'].detach() if sampler else None)
     return trainer._compute_loss_and_metrics(None, {}, batch)[0]
 
 
@@ -207,3 +210,50 @@ for loss_type in ('grpo', 'bnpo'):
         theirs=lambda c, t=loss_type: _their_loss(c, t, beta=BETA),
         mine=lambda c, t=loss_type: _our_loss(c, AGGREGATION[t], beta=BETA),
         stand_in=STAND_IN, differs=(Differs(KL_CLAMP, cases=('far ratios',)),))
+
+# the sampler correction: the rollout engine's log-probs (ref_logp plays them, as data) weigh each token's loss by
+# pi_old / pi_sampler, truncated or masked at the threshold, per token or per sequence
+
+
+SAFETY_BOUND = ("_apply_rollout_importance_sampling clamps log pi_old - log pi_sampler to [-20, 20] before exp; 'far "
+                "ratios' has -25 on row 1 where the token's own ratio is e^25 with A < 0, so e^-20 against our e^-25 "
+                "weighs a loss of size e^25")
+SEQUENCE_RATIO = ("ms-swift's sequence ratio is the geometric mean of the token ratios (exp of the mean log-ratio, "
+                  "_compute_sequence_level_ratios), ours their product: the same only on one-token rows")
+SEQUENCE_MASK = (SEQUENCE_RATIO + "; and a kept sequence's tokens keep their own token ratio, where ours gives each "
+                 "the sequence's")
+
+
+def _our_corrected(case, mode):
+    correction = SamplerCorrection(mode, SAMPLER_THRESHOLD)
+    correction.shape_rewards({'sample_logp': case['ref_logp'].detach()}, {})
+    correction.begin_minibatch(torch.arange(case['logp'].shape[0]), None, case['logp'], case['old_logp'], case['mask'])
+    return _our_loss(case, 'seq-mean-token-mean', (correction,))
+
+
+for sampler_mode in ('token_truncate', 'token_mask', 'sequence_truncate', 'sequence_mask'):
+    registry.add(
+        FRAMEWORK, ('rollout_importance_sampling_mode', 'rollout_importance_sampling_threshold'),
+        'swift.rlhf_trainers.grpo_trainer.GRPOTrainer._compute_loss_and_metrics',
+        'agentrl.ch10.framework_plugins.SamplerCorrection',
+        f"loss_type='grpo', rollout_importance_sampling_mode='{sampler_mode}', threshold {SAMPLER_THRESHOLD}",
+        theirs=lambda c, m=sampler_mode: _their_loss(c, 'grpo', sampler=m),
+        mine=lambda c, m=sampler_mode: _our_corrected(c, m),
+        stand_in=STAND_IN,
+        differs=(Differs(SAFETY_BOUND, cases=('far ratios',)),)
+        + ((Differs(SEQUENCE_RATIO if sampler_mode == 'sequence_truncate' else SEQUENCE_MASK,
+                    cases=('ragged', 'empty row', 'long', 'far ratios')),) if sampler_mode.startswith('sequence')
+           else ()))
+
+# ---- not covered here, though the map names a function of ours:
+# kl_in_reward (ours: KLInReward): compute_advantages subtracts beta * kl_values from the rewards, but kl_values is
+#   built by GRPOTrainer._compute_advantages from the batch's per-token log-probs (grpo_trainer.py:437-447, with a
+#   gather across processes); not wired up in this session's timebox.
+# kl_coef (ours: KLInReward): ms-swift's PPOTrainer leaves the KL to trl's PPOTrainer; no ms-swift arithmetic to run.
+# top_entropy_quantile (ours: top_entropy_mask) and log_entropy (ours: entropy_from_logits): the entropies come from
+#   the forward (_get_per_token_logps_and_entropies), which the stand-in replaces; checking the mask would need the
+#   stub to compute entropies, i.e. arithmetic that is neither ms-swift's nor ours. Not wired up.
+# advantage_estimator 'rloo' and 'reinforce_plus_plus': no function of ours computes them (group_advantages centres on
+#   the group mean, including the sample itself).
+# scale_rewards 'gdpo': per-function normalisation then a batch standardisation; nothing of ours composes to it.
+# loss_type 'sapo', 'real', 'fipo': no function of ours computes them (their `ours` in the map is the aggregation).
