@@ -17,6 +17,7 @@ process), and the forward stubbed to return the case's log-probs.
 """
 import importlib
 import importlib.machinery
+import importlib.util
 import sys
 import types
 
