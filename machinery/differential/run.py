@@ -56,6 +56,7 @@ def run(set_name, frameworks=None):
             record['checks'].append(dict(
                 framework=check.framework, version=versions[name], options=list(check.options),
                 function=check.function, ours=check.ours, setting=check.setting, stand_in=check.stand_in,
+                precision=check.precision,
                 results=results, as_expected=all(map(as_expected, results))))
     return record
 
