@@ -1,24 +1,11 @@
 """ms-swift's functions (swift/rl_core/advantage.py, swift/rlhf_trainers/grpo_trainer.py) against ours.
 
-ms-swift 4.6.0 needs trl < 1.0, so it runs in its own layer, /tmp/fw/swift: a venv over the reference set's
-site-packages (a .pth file), with these installed into it by `pip install --no-deps`:
-    ms-swift 4.6.0 (the wheel in /tmp/fw/dl), trl 0.29.1 (the newest 0.x), modelscope 1.36.3, json-repair 0.64.6,
-    dacite 1.9.2
-modelscope 1.36.3 rather than the newest (1.40.2): from 1.37 on it imports modelscope_hub, which needs cryptography and
-cffi, compiled packages. Run: PYTHONPATH=. /tmp/fw/swift/bin/python -m machinery.differential.run --set swift
---frameworks ms-swift.
-
-grpo_trainer.py's import chain also reaches PIL (swift.template's image templates), msgspec (swift.rollout) and
-aiohttp (the rollout client): compiled packages, not installed here. None is used by the loss; _trainer_module
-registers an empty placeholder module for each of these three names only (every attribute a bare class), and each
-check through the trainer says so in its stand_in. The loss itself, _compute_loss_and_metrics, is called on a
-trainer made with object.__new__: configuration attributes, an accelerator whose gather is the identity (one
-process), and the forward stubbed to return the case's log-probs.
+ms-swift 4.6.0 needs trl < 1.0, so it runs in its own layer (frameworks/swift.txt): trl 0.29.1 and ms-swift's own
+imports over the reference set. Its GRPO loss, _compute_loss_and_metrics, is called on a trainer made with
+object.__new__: configuration attributes, an accelerator whose gather is the identity (one process), and the forward
+replaced by one that returns the case's log-probs. Everything else is ms-swift's code.
 """
 import importlib
-import importlib.machinery
-import importlib.util
-import sys
 import types
 
 import torch
@@ -32,7 +19,6 @@ from machinery.differential.compare import Differs, Registry
 FRAMEWORK = 'ms-swift'
 registry = Registry()
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28  # clip-higher, so that a swapped pair of bounds shows
-PLACEHOLDERS = ('PIL', 'msgspec', 'aiohttp')
 SAMPLER_THRESHOLD = 2.0
 
 
@@ -66,44 +52,7 @@ for scale in ('group', 'batch', 'none'):
 
 
 # ---- the GRPO loss through a stand-in trainer
-class _Placeholders:
-    """A meta-path finder that answers for PLACEHOLDERS only, with empty modules (attributes are bare classes)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name.split('.')[0] in PLACEHOLDERS:
-            return importlib.machinery.ModuleSpec(name, self, is_package=True)
-        return None
-
-    def create_module(self, spec):
-        module = _Empty(spec.name)
-        module.__path__ = []
-        return module
-
-    def exec_module(self, module):
-        pass
-
-
-class _AnyAttribute(type):
-    """A bare class whose every attribute is another bare class (PIL.Image.Image, as an annotation)."""
-
-    def __getattr__(cls, name):
-        if name.startswith('__'):
-            raise AttributeError(name)
-        return _AnyAttribute(name, (), {})
-
-
-class _Empty(types.ModuleType):
-    def __getattr__(self, name):
-        if name.startswith('__'):
-            raise AttributeError(name)
-        return _AnyAttribute(name, (), {})
-
-
 def _trainer_module():
-    if 'swift.rlhf_trainers.grpo_trainer' not in sys.modules:
-        missing = [name for name in PLACEHOLDERS if importlib.util.find_spec(name) is None]
-        if missing:  # only where the real package is absent
-            sys.meta_path.insert(0, _Placeholders())
     return importlib.import_module('swift.rlhf_trainers.grpo_trainer')
 
 
@@ -159,8 +108,7 @@ def _our_loss(case, mode, plugins=(), clip=(CLIP_LOW, CLIP_HIGH), beta=0.0):
 
 
 STAND_IN = ("GRPOTrainer via object.__new__: configuration attributes, an accelerator whose gather is the identity, "
-            "the forward returning the case's log-probs; placeholder modules for " + ', '.join(PLACEHOLDERS)
-            + ' (compiled, absent, not used by the loss)')
+            "the forward returning the case's log-probs")
 AGGREGATION = {'grpo': 'seq-mean-token-mean', 'bnpo': 'token-mean', 'dapo': 'token-mean',
                'dr_grpo': 'seq-mean-token-sum-norm'}
 for loss_type, mode in AGGREGATION.items():
