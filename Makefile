@@ -110,6 +110,40 @@ test: $(SETUP) $(DEV)
 test-fast: $(SETUP) $(DEV)
 	$(PY) -m pytest -m "not slow"
 
+# The RL frameworks' own functions executed beside ours on the same tensors (machinery/differential), in
+# environments of their own under .venv-frameworks/, never in .venv: `reference` holds verl 0.8.0, TRL 1.10.0 and
+# OpenRLHF 0.11.0 (the releases nearest the commits data/frameworks/*.toml documents); `latest` (verl 0.9.1, TRL
+# 1.16.0, OpenRLHF 0.11.2) and `swift` (ms-swift 4.6.0 with trl 0.29.1) are layers over it. Every file is pinned and
+# hash-checked (frameworks/*.txt, whose headers say why each is there); only deepspeed's source archive is built
+# here, with its compiled operators off, as pure Python. frameworks-test writes results/frameworks/<set>.json and
+# fails if any check departs from what its declaration says (agreement, or a named difference).
+FW := .venv-frameworks
+FW_PIP = -m pip install --quiet --disable-pip-version-check --require-hashes --no-deps
+FW_LAYERS := latest swift
+.PHONY: frameworks-env frameworks-test
+frameworks-env: $(FW)/reference/.done $(foreach layer,$(FW_LAYERS),$(FW)/$(layer)/.done)
+	@du -sh $(FW)/reference $(addprefix $(FW)/,$(FW_LAYERS))
+$(FW)/reference/.done: frameworks/pip.txt frameworks/runtime.txt frameworks/reference.txt
+	rm -rf $(FW)/reference
+	$(PYTHON) -m venv $(FW)/reference
+	$(FW)/reference/bin/python $(FW_PIP) -r frameworks/pip.txt
+	$(FW)/reference/bin/python $(FW_PIP) $(PIP_ARGS) -r frameworks/runtime.txt
+	DS_BUILD_OPS=0 $(FW)/reference/bin/python $(FW_PIP) --no-build-isolation -r frameworks/reference.txt
+	touch $@
+# a layer sees the reference environment's packages through a .pth file; its own, installed after, come first
+$(FW)/%/.done: frameworks/pip.txt frameworks/%.txt $(FW)/reference/.done
+	rm -rf $(FW)/$*
+	$(PYTHON) -m venv $(FW)/$*
+	$(FW)/reference/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])" \
+		> "$$($(FW)/$*/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")/_reference_layer.pth"
+	$(FW)/$*/bin/python $(FW_PIP) -r frameworks/pip.txt
+	$(FW)/$*/bin/python $(FW_PIP) -r frameworks/$*.txt
+	touch $@
+frameworks-test: frameworks-env
+	PYTHONPATH=$(CURDIR) $(FW)/reference/bin/python -m machinery.differential.run --set reference
+	PYTHONPATH=$(CURDIR) $(FW)/latest/bin/python -m machinery.differential.run --set latest
+	PYTHONPATH=$(CURDIR) $(FW)/swift/bin/python -m machinery.differential.run --set swift --frameworks ms-swift
+
 # MAINTAINING.md's table of tests per layer, counted from pytest's collection (executes no test).
 pyramid: $(SETUP) $(DEV)
 	$(PY) -m machinery.pyramid --write
