@@ -18,12 +18,15 @@ TOPICS = ('KL placement', 'KL estimator', 'KL off-policy correction', 'loss aggr
           'policy ratio', 'sampler correction')
 
 FRAMEWORK_FIELDS = ('name', 'repo', 'commit', 'commit_date', 'version')
+FRAMEWORK_OPTIONAL = ('not_run',)  # why the framework's code was not executed beside ours (machinery/differential)
 REQUIRED_FIELDS = ('name', 'default', 'defined_in', 'computed_in', 'topic', 'values', 'computes', 'ours',
                    'checked_by')
-OPTIONAL_FIELDS = ('doc_says', 'differs', 'ours_note')
-PROSE_FIELDS = ('computes', 'ours_note', 'differs')  # rendered by marked_prose
+# not_run: why the option's computation was not executed beside ours (make frameworks-test), when it has an ours;
+# changed_later: what a release after the documented commit changed, naming that release
+OPTIONAL_FIELDS = ('doc_says', 'differs', 'ours_note', 'not_run', 'changed_later')
+PROSE_FIELDS = ('computes', 'ours_note', 'differs', 'not_run', 'changed_later')  # rendered by marked_prose
 ROW_KEYS = ('framework', 'version', 'commit', 'option', 'default', 'topic', 'computes', 'ours', 'ours_note',
-            'checked_by', 'differs')
+            'checked_by', 'differs', 'not_run', 'changed_later')
 
 _COMMIT = re.compile(r'[0-9a-f]{40}')  # a full git hash: a short one may stop being unique as the repository grows
 _DOTTED = re.compile(r'[A-Za-z_]\w*(\.[A-Za-z_]\w*)+')  # module.attribute, at least one dot
@@ -36,9 +39,13 @@ def _check_framework(table, where):
     for field in FRAMEWORK_FIELDS:
         if not isinstance(table.get(field), str) or not table[field]:
             raise ValueError(f'{where}: [framework] needs a non-empty string {field!r}, got {table.get(field)!r}')
-    unknown = sorted(set(table) - set(FRAMEWORK_FIELDS))
+    unknown = sorted(set(table) - set(FRAMEWORK_FIELDS) - set(FRAMEWORK_OPTIONAL))
     if unknown:
-        raise ValueError(f'{where}: [framework] has unknown fields {unknown}; allowed: {list(FRAMEWORK_FIELDS)}')
+        raise ValueError(f'{where}: [framework] has unknown fields {unknown}; allowed: '
+                         f'{list(FRAMEWORK_FIELDS + FRAMEWORK_OPTIONAL)}')
+    for field in FRAMEWORK_OPTIONAL:
+        if field in table and (not isinstance(table[field], str) or not table[field]):
+            raise ValueError(f'{where}: [framework] {field} must be a non-empty string, got {table[field]!r}')
     if not _COMMIT.fullmatch(table['commit']):
         raise ValueError(f"{where}: [framework] commit must be 40 lower-case hex digits, got {table['commit']!r}")
 
@@ -136,7 +143,9 @@ def option_rows(frameworks, topic=None):
                 rows.append({'framework': head['name'], 'version': head['version'], 'commit': head['commit'][:7],
                              'option': option['name'], 'default': option['default'], 'topic': option['topic'],
                              'computes': option['computes'], 'ours': option['ours'],
-                             'ours_note': option.get('ours_note', ''), 'checked_by': option['checked_by'], 'differs': option.get('differs', '')})
+                             'ours_note': option.get('ours_note', ''), 'checked_by': option['checked_by'],
+                             'differs': option.get('differs', ''), 'not_run': option.get('not_run', ''),
+                             'changed_later': option.get('changed_later', '')})
     # sorted() is stable, so within one framework and topic the file's order stays
     return sorted(rows, key=lambda row: (TOPICS.index(row['topic']), row['framework'].lower()))
 
@@ -172,15 +181,24 @@ def marked_prose(text):
     return ''.join(part if i % 2 else _prose(part) for i, part in enumerate(_MARKED.split(text)))
 
 
-def markdown_entries(rows, prose=marked_prose):
+def markdown_entries(rows, prose=marked_prose, executed=None):
     """rows as one Markdown paragraph each, for text too long for a table cell: the framework and the option with
-    its default, what it computes, the function here with its test (or none) and its note, and where the docs differ.
-    The free text goes through `prose`: by default marked_prose."""
+    its default, what it computes, the function here with its test (or none) and its note, what executing the
+    framework's code beside ours found (executed: {(framework, option): sentence}) or why it was not run, what a later
+    release changed, and where the docs differ. The free text goes through `prose`: by default marked_prose."""
     entries = []
+    executed = executed or {}
     for row in rows:
         here = (f'`{row["ours"]}`, checked by `{row["checked_by"]}`' if row['ours'] else 'nothing')
         parts = [f'**{row["framework"]}** `{row["option"]}` (default `{row["default"]}`). {prose(row["computes"])}',
                  f'*Here:* {here}.' + (f' {prose(row["ours_note"])}' if row.get('ours_note') else '')]
+        found = executed.get((row['framework'], row['option']))
+        if found:
+            parts.append(f'*Executed beside ours:* {prose(found)}')
+        elif row.get('not_run') and row['ours']:
+            parts.append(f'*Not executed:* {prose(row["not_run"])}')
+        if row.get('changed_later'):
+            parts.append(f'*In later releases:* {prose(row["changed_later"])}')
         if row.get('differs'):
             parts.append(f'*Code and documentation differ:* {prose(row["differs"])}')
         entries.append('\n'.join(' '.join(part.split()) for part in parts))

@@ -281,3 +281,52 @@ def exact_tables(seed=0):
     return dict(kl_rows=off_policy_kl_table(seed=seed), k3_plus_rows=ratio_k3_plus_table(seed=seed),
                 pair_rows=two_token_kl_table(seed=seed + 1), scale_rows=scale_pairs(), mixed=gspo_on_policy(),
                 ratio_rows=ratio_table(seed=seed + 2), sampler_rows=sampler_table(seed=seed + 3))
+
+
+# The clamps the frameworks put on k3: (bounds on the log-ratio l = log ref - log pi, bounds on the estimate),
+# None for an open side. Ours clamps nothing, so E_pi[k3] is the KL itself.
+K3_CLAMPS = {
+    'verl low_var_kl, ms-swift k3': ((-20.0, 20.0), (-10.0, 10.0)),
+    'OpenRLHF 0.11.0 k3': ((None, None), (-10.0, 10.0)),
+    'OpenRLHF 0.11.2 k3': ((-10.0, None), (-10.0, 10.0)),
+}
+
+
+def clamped_k3_mean(logp, ref_logp, log_ratio=(None, None), value=(None, None)):
+    """E_pi of k3 with l = ref_logp - logp clamped to `log_ratio` and then k3 to `value`, summed exactly over the K
+    outcomes of a categorical (log-probs [K]); with no bounds it is KL(pi || ref)."""
+    l = _clamp(ref_logp - logp, log_ratio)
+    k3 = _clamp(torch.expm1(l) - l, value)
+    return (logp.exp() * k3).sum().item()
+
+
+def _clamp(x, bounds):
+    return x if bounds == (None, None) else x.clamp(min=bounds[0], max=bounds[1])
+
+
+def clamp_bias_table(shifts=(0.0, 1.0, 2.0, 3.0, 4.0, 6.0), k=8, seed=5, clamps=K3_CLAMPS):
+    """A pi moved `shift` along one direction of logit space from a fixed reference, per shift: the exact
+    KL(pi || ref), the largest log-ratio pi puts mass on, the mass on outcomes where some clamp binds, and for each
+    clamp the bias of E_pi[clamped k3] as a share of the KL (0: unbiased) -> list of dicts."""
+    gen = torch.Generator().manual_seed(seed)
+    ref = torch.randn(k, generator=gen, dtype=F64).mul(1.5).log_softmax(-1)
+    direction = torch.randn(k, generator=gen, dtype=F64)
+    rows = []
+    for shift in shifts:
+        logp = (ref + shift * direction).log_softmax(-1)
+        kl = clamped_k3_mean(logp, ref)
+        l = ref - logp
+        binds = (torch.expm1(l) - l > 10) | (l.abs() > 10)  # where any of the clamps above changes k3
+        rows.append(dict(shift=shift, kl=kl, max_log_ratio=l.max().item(), min_log_ratio=l.min().item(),
+                         mass_clamped=logp.exp()[binds].sum().item(),
+                         bias={name: (clamped_k3_mean(logp, ref, *bounds) - kl) / kl if kl > 0 else 0.0
+                               for name, bounds in clamps.items()}))
+    return rows
+
+
+def k3_reaches(cap, low=0.0, high=50.0):
+    """The positive log-ratio l at which k3 = e^l - 1 - l reaches `cap` (bisection; k3 rises on l > 0)."""
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if torch.expm1(torch.tensor(mid, dtype=F64)).item() - mid < cap else (low, mid)
+    return (low + high) / 2

@@ -278,11 +278,12 @@ def map_heading(frameworks, rows):
     return read_at, count
 
 
-def map_topic(rows, topic):
+def map_topic(rows, topic, executed=None):
+    """One topic's entries, folded; executed: {(framework, option): what running its code beside ours found}."""
     chosen = [r for r in rows if r['topic'] == topic]
     mapped = sum(bool(r['ours']) for r in chosen)
     return (f'<details><summary><b>{topic}</b>: {len(chosen)} options, {mapped} computed here</summary>\n\n'
-            + framework_map.markdown_entries(chosen) + '\n\n</details>')
+            + framework_map.markdown_entries(chosen, executed=executed) + '\n\n</details>')
 
 
 SAMPLED = [('none', '#e66101'), (framework_claims.UNCORRECTED, '#737373'),

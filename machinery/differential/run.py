@@ -46,10 +46,11 @@ def run(set_name, frameworks=None):
     import torch
     versions = {name: installed(dist) for name, dist in DISTRIBUTIONS.items()}
     record = dict(set=set_name, versions=versions, torch=torch.__version__, python=platform.python_version(),
-                  cpu=cpu_name(), checks=[])
+                  cpu=cpu_name(), frameworks=[], checks=[])
     for name, module_name in MODULES.items():
         if (frameworks and name not in frameworks) or versions[name] is None:
             continue
+        record['frameworks'].append(name)
         module = importlib.import_module(module_name)
         for check in module.registry.checks:
             results = [run_check(check, case, set_name) for case in check.cases]
