@@ -30,7 +30,7 @@ LAYERS = (
                    'frameworks\' options',
      ('test_mechanisms.py', 'test_covariance_regularisers.py', 'test_runs.py', 'test_live.py', 'test_claims.py',
       'test_entropy_law.py', 'test_substrate_sweep.py', 'test_framework_options.py', 'test_framework_map.py',
-      'test_framework_plugins.py', 'test_framework_claims.py', 'test_stability.py', 'test_ties.py', 'test_tie_rule.py',
+      'test_framework_executed.py', 'test_framework_plugins.py', 'test_framework_claims.py', 'test_stability.py', 'test_ties.py', 'test_tie_rule.py',
       'test_turn_cost_ablation.py', 'test_clip_higher.py', 'test_findings_text.py', 'test_collapse_text.py',
       'test_design_text.py', 'test_exercise_text.py', 'test_substrate_text.py', 'test_framework_text.py',
       'test_entropy_law_report.py', 'test_covariance_report.py', 'test_seed_tables.py', 'test_glance.py',
@@ -46,11 +46,12 @@ LAYERS = (
      ('test_notebooks.py', 'test_reader_view.py', 'test_save_cells.py', 'test_display.py', 'test_side_runs.py',
       'test_site.py', 'test_pyramid.py', 'test_markdown_tables.py', 'test_verdicts.py', 'test_front_door.py')),
     ('machinery', '`machinery/` runner and calibration, caches, stopping on signals, CPU pin and arithmetic '
-                  'probe, sweeps on an executor (Dask), import layers',
+                  'probe, sweeps on an executor (Dask), import layers, the frameworks\' code run beside ours',
      ('test_notebook_runner.py', 'test_forecast.py', 'test_calibrate.py', 'test_differences.py', 'test_search.py', 'test_verified_cache.py',
       'test_cpu_pin.py',
       'test_layers.py', 'test_mutation_report.py', 'test_stopping.py', 'test_speed_tools.py',
-      'test_sweeps_on_dask.py', 'test_arithmetic.py', 'test_sweep_records.py', 'test_make_clock.py')),
+      'test_sweeps_on_dask.py', 'test_arithmetic.py', 'test_sweep_records.py', 'test_make_clock.py',
+      'test_differential.py')),
 )
 KINDS = ('fast', 'slow', 'snapshot')  # unmarked; marked slow only; marked snapshot (always also slow)
 

@@ -104,7 +104,8 @@ def test_an_unclamped_k3_mean_is_the_kl_and_the_cap_of_ten_lowers_it():
 
 
 def test_an_executed_entry_says_how_its_checks_came_out():
-    rows = [dict(framework='verl', option='opt', status='differs as declared', checks=2, reasons=['clamp', 'clamp']),
+    rows = [dict(framework='verl', option='opt', status='differs as declared', checks=2,
+                 reasons=['clamp', 'clamp', 'cl']),  # repeated, and a reason another extends: said once
             dict(framework='verl', option='other', status='not run', checks=0, reasons=[])]
     said = fe.entry_sentences(rows, dict(reference=dict(versions={'verl': '0.8.0'})))
     assert said == {('verl', 'opt'): '2 checks on verl 0.8.0: differs as declared: clamp.'}

@@ -249,6 +249,7 @@ def entry_sentences(status_rows, records):
                 f'{checks} on {release}: value and gradient agree with ours on every edge case.')
         else:
             unique = list(dict.fromkeys(row['reasons']))
+            unique = [why for why in unique if not any(other != why and other.startswith(why) for other in unique)]
             sentences[(row['framework'], row['option'])] = (
                 f'{checks} on {release}: {row["status"]}' + (': ' + '; '.join(unique) if unique else '') + '.')
     return sentences
