@@ -62,6 +62,10 @@ def test_a_declared_difference_holds_only_on_its_cases_and_sets():
     assert check.expected_difference('latest', 'ragged') == ''
     # declared but not seen: not as declared
     assert not compare.as_expected(compare.run_check(check, 'far ratios', 'latest'))
+    # a condition on the tensors: expected only on a case that meets it
+    conditional = _check(lambda c: c['logp'] * 2, differs=(Differs('far', when=lambda c: c['mask'].shape[1] > 100),))
+    assert conditional.expected_difference('reference', 'long', cases.make('long')) == 'far'
+    assert conditional.expected_difference('reference', 'ragged', cases.make('ragged')) == ''
 
 
 def test_the_cases_reach_the_edges_the_frameworks_clamp_and_divide_at():
@@ -88,7 +92,7 @@ def test_each_committed_record_holds_the_checks_the_code_declares_now(set_name):
     for name in names:
         module = __import__(run.MODULES[name], fromlist=['registry'])
         declared += [(c.framework, c.function, c.setting, list(c.options), c.stand_in, c.precision,
-                      [(case, c.expected_difference(set_name, case)) for case in c.cases])
+                      [(case, c.expected_difference(set_name, case, cases.make(case))) for case in c.cases])
                      for c in module.registry.checks]
     recorded = [(c['framework'], c['function'], c['setting'], c['options'], c['stand_in'], c['precision'],
                  [(r['case'], r['expected']) for r in c['results']]) for c in record['checks']]

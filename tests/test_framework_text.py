@@ -116,3 +116,11 @@ def test_plain_maths_finds_what_the_map_wrote_before_it_was_typeset():
     for prose in ('$\\beta \\cdot k_3$, then `token_*` and epsilon\\_high', 'no-grad log-probs, with grad',
                   'loss\\_agg\\_mode=token-mean (l.1160-1170)', '$\\pi$, $\\pi_{\\text{old}}$ and $\\pi$ / $\\pi_b$'):
         assert plain_maths(prose) == [], prose
+
+
+def test_the_map_heading_says_which_frameworks_were_never_executed():
+    frameworks = framework_map.load_frameworks()
+    _, count = ft.map_heading(frameworks, framework_map.option_rows(frameworks))
+    unrun = [f['framework']['name'] for f in frameworks if f['framework'].get('not_run')]
+    assert unrun and all(f'**{name}.** ' in count for name in unrun)
+    assert '**verl.**' not in count  # verl's code runs beside ours

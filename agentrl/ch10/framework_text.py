@@ -275,6 +275,10 @@ def map_heading(frameworks, rows):
         f'{f["framework"]["commit_date"]})' for f in frameworks) + '.'
     count = (f'{len(rows)} options in all, {sum(bool(r["ours"]) for r in rows)} of them computed by a function '
              'here. Each topic unfolds on a click.')
+    unrun = [f for f in frameworks if f['framework'].get('not_run')]
+    if unrun:  # a framework whose code was never executed says so here, once, rather than in each entry
+        count += ' ' + ' '.join(f'**{f["framework"]["name"]}.** {framework_map.marked_prose(f["framework"]["not_run"])}'
+                                for f in unrun)
     return read_at, count
 
 

@@ -39,21 +39,22 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
-def run(set_name, frameworks=None):
-    """The record of one set: every check of each installed framework (or of `frameworks`), every case."""
+def run(set_name, frameworks=None, seed=0):
+    """The record of one set: every check of each installed framework (or of `frameworks`), every case, on the
+    tensors of `seed` (cases.make)."""
     if set_name not in SETS:
         raise ValueError(f'unknown framework set {set_name!r}; allowed: {", ".join(map(repr, SETS))}')
     import torch
     versions = {name: installed(dist) for name, dist in DISTRIBUTIONS.items()}
     record = dict(set=set_name, versions=versions, torch=torch.__version__, python=platform.python_version(),
-                  cpu=cpu_name(), frameworks=[], checks=[])
+                  cpu=cpu_name(), seed=seed, frameworks=[], checks=[])
     for name, module_name in MODULES.items():
         if (frameworks and name not in frameworks) or versions[name] is None:
             continue
         record['frameworks'].append(name)
         module = importlib.import_module(module_name)
         for check in module.registry.checks:
-            results = [run_check(check, case, set_name) for case in check.cases]
+            results = [run_check(check, case, set_name, seed) for case in check.cases]
             record['checks'].append(dict(
                 framework=check.framework, version=versions[name], options=list(check.options),
                 function=check.function, ours=check.ours, setting=check.setting, stand_in=check.stand_in,
@@ -66,14 +67,20 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument('--set', required=True, choices=SETS, help='which pinned framework set is installed here')
     parser.add_argument('--frameworks', nargs='*', choices=sorted(MODULES), help='only these (default: all installed)')
+    parser.add_argument('--seed', type=int, default=0,
+                        help='draw the cases from this seed; any other than 0 writes <set>-seed<N>.json beside the '
+                             'record, which stays the seed-0 one')
     args = parser.parse_args(argv)
-    record = run(args.set, args.frameworks)
+    if args.seed < 0:
+        parser.error(f'--seed must be 0 or more, got {args.seed}')
+    record = run(args.set, args.frameworks, args.seed)
     RECORDS.mkdir(parents=True, exist_ok=True)
-    with atomic_output(RECORDS / f'{args.set}.json') as tmp:
+    name = args.set if args.seed == 0 else f'{args.set}-seed{args.seed}'
+    with atomic_output(RECORDS / f'{name}.json') as tmp:
         tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + '\n')
     surprises = [c for c in record['checks'] if not c['as_expected']]
     agree = sum(all(r['outcome'] == 'agrees' for r in c['results']) for c in record['checks'])
-    print(f"{args.set}: {len(record['checks'])} checks, {agree} agree on every case, "
+    print(f"{name}: {len(record['checks'])} checks, {agree} agree on every case, "
           f'{len(surprises)} not as declared')
     for check in surprises:
         print('  not as declared:', check['framework'], check['function'], check['setting'])
