@@ -19,6 +19,9 @@ MODULES = {'verl': 'machinery.differential.verl', 'TRL': 'machinery.differential
            'OpenRLHF': 'machinery.differential.openrlhf', 'ms-swift': 'machinery.differential.swift'}
 DISTRIBUTIONS = {'verl': 'verl', 'TRL': 'trl', 'OpenRLHF': 'openrlhf', 'ms-swift': 'ms-swift'}
 SETS = ('reference', 'latest', 'swift')
+# the swift layer's trl is 0.29, which ms-swift needs: only ms-swift's checks belong to that set
+DEFAULT_FRAMEWORKS = {'reference': ('verl', 'TRL', 'OpenRLHF'), 'latest': ('verl', 'TRL', 'OpenRLHF'),
+                      'swift': ('ms-swift',)}
 RECORDS = REPO / 'results' / 'frameworks'
 
 
@@ -48,8 +51,9 @@ def run(set_name, frameworks=None, seed=0):
     versions = {name: installed(dist) for name, dist in DISTRIBUTIONS.items()}
     record = dict(set=set_name, versions=versions, torch=torch.__version__, python=platform.python_version(),
                   cpu=cpu_name(), seed=seed, frameworks=[], checks=[])
+    wanted = frameworks or DEFAULT_FRAMEWORKS[set_name]
     for name, module_name in MODULES.items():
-        if (frameworks and name not in frameworks) or versions[name] is None:
+        if name not in wanted or versions[name] is None:
             continue
         record['frameworks'].append(name)
         module = importlib.import_module(module_name)
@@ -69,13 +73,15 @@ def main(argv=None):
     parser.add_argument('--frameworks', nargs='*', choices=sorted(MODULES), help='only these (default: all installed)')
     parser.add_argument('--seed', type=int, default=0,
                         help='draw the cases from this seed; any other than 0 writes <set>-seed<N>.json beside the '
-                             'record, which stays the seed-0 one')
+                             'record, which stays the seed-0 one (so does a run of only some frameworks)')
     args = parser.parse_args(argv)
     if args.seed < 0:
         parser.error(f'--seed must be 0 or more, got {args.seed}')
     record = run(args.set, args.frameworks, args.seed)
     RECORDS.mkdir(parents=True, exist_ok=True)
-    name = args.set if args.seed == 0 else f'{args.set}-seed{args.seed}'
+    # the committed record is the whole set on seed 0; a part of it, or other tensors, is written beside it
+    part = args.frameworks and sorted(args.frameworks) != sorted(DEFAULT_FRAMEWORKS[args.set])
+    name = args.set + (f'-seed{args.seed}' if args.seed else '') + ('-' + '-'.join(args.frameworks) if part else '')
     with atomic_output(RECORDS / f'{name}.json') as tmp:
         tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + '\n')
     surprises = [c for c in record['checks'] if not c['as_expected']]

@@ -207,10 +207,24 @@ for level in ('token', 'sequence'):
 
 # ---- top_entropy_quantile: the policy term of only the highest-entropy tokens
 KEEP = 0.2
-FLOAT32_QUANTILE = ("TRL takes the quantile of the policy tokens' entropies cast to float32; 'empty row' has 21 policy "
-                    "tokens, so for keep 0.2 and 0.5 the quantile lands exactly on one token's entropy (20 x (1 - "
-                    "keep) is whole), and its float32 value rounds above that token's float64 entropy: TRL drops the "
-                    "token, ours keeps it (a tie)")
+FLOAT32_QUANTILE = ("TRL takes the quantile of the policy tokens' entropies cast to float32 and compares the float64 "
+                    "entropies with it; where the quantile lands on a token's entropy (a whole order statistic) its "
+                    "float32 value can round above that entropy: TRL drops the token, ours keeps it (a tie)")
+
+
+def _float32_quantile_moves(keep):
+    """Whether the float32 quantile keeps other tokens than the float64 one on a case: the condition under which
+    FLOAT32_QUANTILE shows (it depends on the tensors, not on the case's name)."""
+    def moves(case):
+        entropies = entropy_from_logits(case['logits']).detach()[case['mask'] > 0]
+        if entropies.numel() == 0:
+            return False
+        exact = torch.quantile(entropies, 1 - keep)
+        rounded = torch.quantile(entropies.float(), 1 - keep).double()
+        return bool(((entropies >= exact) != (entropies >= rounded)).any())
+    return moves
+
+
 for keep in (KEEP, 0.5):
     registry.add(
         FRAMEWORK, ('GRPOConfig.top_entropy_quantile',), 'trl.trainer.grpo_trainer.GRPOTrainer.get_high_entropy_mask',
@@ -220,14 +234,14 @@ for keep in (KEEP, 0.5):
         mine=lambda c, k=keep: top_entropy_mask(entropy_from_logits(c['logits']).detach(), c['mask'], k).to(
             torch.float64),
         wrt=(), value_only=True, stand_in='a trainer made with object.__new__ whose accelerator is one process',
-        differs=(Differs(FLOAT32_QUANTILE, cases=('empty row',)),))
+        differs=(Differs(FLOAT32_QUANTILE, when=_float32_quantile_moves(keep)),))
 _loss_check(
     ('GRPOConfig.top_entropy_quantile', 'GRPOConfig.loss_type') + KL_OPTIONS + CLIP_OPTIONS,
     f"top_entropy_quantile={KEEP}, loss_type='grpo', beta={BETA}",
     theirs=lambda c: _their_loss(c, keep=KEEP),
     mine=lambda c: _our_loss(c, AGGREGATION['grpo'], plugins=(TopEntropyUpdate(KEEP),)),
     ours='agentrl.ch10.framework_plugins.TopEntropyUpdate + ReferenceKL',
-    differs=(Differs(FLOAT32_QUANTILE, cases=('empty row',)),))
+    differs=(Differs(FLOAT32_QUANTILE, when=_float32_quantile_moves(KEEP)),))
 
 # ---- the entropy bonus: loss - coef * the token mean of the entropy over the micro-batch, whatever the loss type
 BONUS_AGGREGATION = ("TRL's entropy bonus is the token mean of the entropy under every loss type; our engine reduces "
