@@ -1,17 +1,18 @@
 """verl's functions (verl/trainer/ppo/core_algos.py, verl/trainer/ppo/rollout_corr_helper.py,
 verl/utils/torch_functional.py) against ours."""
+import math
 import warnings
 
 import torch
 
 from agentrl.ch10.framework_options import group_advantages
 from agentrl.ch10.framework_plugins import SequenceRatioLoss
-from agentrl.ch10.regularizers import CovariancePolicyLoss, adapt_kl_coef
+from agentrl.ch10.regularizers import CovariancePolicyLoss, adapt_kl_coef, centered_cross_product
 from agentrl.core.aggregation import aggregate
 from agentrl.core.kl import kl_estimate
 from agentrl.core.logprobs import entropy_from_logits
 from agentrl.core.off_policy import sampler_weights
-from agentrl.substrate.grpo import RLConfig, policy_loss
+from agentrl.substrate.grpo import RLConfig, clipped_sides, policy_loss
 from machinery.differential.cases import GROUP_SIZE
 from machinery.differential.compare import Differs, Registry
 
@@ -95,7 +96,19 @@ for mode in ('token-mean', 'seq-mean-token-mean'):
 
 # ---- the clipped policy loss (loss_mode 'vanilla'), through verl's registry of policy losses
 DUAL_CLIP = ("verl's vanilla loss is dual-clip PPO: for A < 0 it caps -A r at -A clip_ratio_c (3), and it clamps the "
-             "log-ratio to [-20, 20]; ours has neither, so they part where r > 3 with A < 0")
+             "log-ratio to [-20, 20]; ours has neither, so they part where r > 3 with A < 0, and where A > 0 with a "
+             "log-ratio below -20 (the clamp stops that token's gradient)")
+
+
+def _dual_clip_binds(case):
+    # a policy token where verl's vanilla loss parts from ours: A < 0 with r > 3 (the dual clip's cap), or A > 0
+    # with a log-ratio below -20 (verl's clamp, which stops that token's gradient; ours keeps -A r)
+    log_ratio = (case['logp'] - case['old_logp']).detach()
+    adv = case['advantages'][:, None]
+    binds = ((adv < 0) & (log_ratio > math.log(3.0))) | ((adv > 0) & (log_ratio < -20))
+    return (binds & (case['mask'] > 0)).any()
+
+
 for mode in ('token-mean', 'seq-mean-token-mean'):
     registry.add(
         FRAMEWORK, ('actor_rollout_ref.actor.policy_loss.loss_mode', 'actor_rollout_ref.actor.clip_ratio',
@@ -109,7 +122,7 @@ for mode in ('token-mean', 'seq-mean-token-mean'):
                                            _our_config(m, c))[0],
         wrt=('logp',),  # old_logp is data: the trainer never differentiates it
         stand_in='FSDPActorConfig: the clip bounds and the aggregation mode, no model',
-        differs=((Differs(DUAL_CLIP, cases=('far ratios',)),)
+        differs=((Differs(DUAL_CLIP, when=_dual_clip_binds),)
                  + ((Differs(EMPTY_ROWS, cases=('empty row',)),) if mode.startswith('seq-mean') else ())))
 
 # ---- GSPO: one ratio per sequence
@@ -187,11 +200,22 @@ def _gradient_only(loss):
     return loss - loss.detach()  # value 0, the loss's gradient: applied alike to both sides
 
 
-CLIP_COV_OPTIONS = ('actor_rollout_ref.actor.policy_loss.loss_mode', 'actor_rollout_ref.actor.policy_loss.clip_cov_ratio',
+CLIP_COV_OPTIONS = ('actor_rollout_ref.actor.policy_loss.loss_mode',
+                    'actor_rollout_ref.actor.policy_loss.clip_cov_ratio',
                     'actor_rollout_ref.actor.policy_loss.clip_cov_lb')
-# The loss itself, on the cases where a token is removed whatever the seed: 'single token' (4 tokens) may have no
-# candidate, and in 'far ratios' ratios up to e^30 dwarf the removed tokens' values, which then fall inside the
-# tolerance on some seeds. The gradient-only check below runs on every case.
+
+
+def _clip_cov_removes_a_token(case):
+    # some policy token is a candidate: not silenced by PPO's clip, its covariance strictly inside (lb, ub)
+    cfg = _our_config('token-mean', case)
+    logp, mask = case['logp'].detach(), case['mask']
+    cov = centered_cross_product(logp, case['advantages'], mask)
+    silenced = torch.logical_or(*clipped_sides(torch.exp(logp - case['old_logp'].detach()), case['advantages'], cfg))
+    return ((mask > 0) & ~silenced & (cov > CLIP_COV['clip_cov_lb']) & (cov < CLIP_COV['clip_cov_ub'])).any()
+
+
+# The loss itself, where a token is removed. Not on 'far ratios': ratios up to e^30 dwarf the removed tokens'
+# values, which then fall inside the tolerance on some seeds. The gradient-only check below runs on every case.
 registry.add(
     FRAMEWORK, CLIP_COV_OPTIONS,
     "verl.trainer.ppo.core_algos.get_policy_loss_fn('clip_cov')", 'agentrl.ch10.regularizers.CovariancePolicyLoss',
@@ -199,8 +223,8 @@ registry.add(
     theirs=lambda c: _their_policy_loss(c, 'clip_cov', **CLIP_COV), mine=_our_clip_cov,
     wrt=('logp',),  # old_logp is data: the trainer never differentiates it
     stand_in='FSDPActorConfig with a PolicyLossConfig: the clip bounds, the ratio and the covariance bounds, no model',
-    cases=('ragged', 'empty row', 'long'),
-    differs=(Differs(CLIP_COV_ZERO, cases=('ragged', 'empty row', 'long')),))
+    cases=('ragged', 'empty row', 'single token', 'long'),
+    differs=(Differs(CLIP_COV_ZERO, when=_clip_cov_removes_a_token),))
 registry.add(
     FRAMEWORK, CLIP_COV_OPTIONS,
     "verl.trainer.ppo.core_algos.get_policy_loss_fn('clip_cov')", 'agentrl.ch10.regularizers.CovariancePolicyLoss',
@@ -209,6 +233,7 @@ registry.add(
     mine=lambda c: _gradient_only(_our_clip_cov(c)),
     wrt=('logp',),
     stand_in='FSDPActorConfig with a PolicyLossConfig: the clip bounds, the ratio and the covariance bounds, no model')
+
 
 # ---- rollout correction, bypass mode: old_log_prob is the sampler's log-probs; loss_type 'ppo_clip' hands them to
 # the vanilla loss and computes the IS weights for its metrics only, never applying them
@@ -223,7 +248,7 @@ for rollout_is in (None, 'token'):
                                    _our_config('token-mean', c))[0],
         wrt=('logp',),
         stand_in='FSDPActorConfig with a PolicyLossConfig holding a RolloutCorrectionConfig, no model',
-        differs=(Differs(DUAL_CLIP, cases=('far ratios',)),))
+        differs=(Differs(DUAL_CLIP, when=_dual_clip_binds),))
 
 
 def _their_bypass(case, rollout_is):
@@ -239,7 +264,16 @@ def _their_bypass(case, rollout_is):
 IS_CLAMP = ("verl clamps the log-ratio (token level) or the row's summed log-ratio (sequence level) to [-20, 20] "
             "before the exponential; ours does not. Above, the truncation at 2 hides it; below, where "
             "log pi_old - log pi_sampler < -20, verl's weight is e^-20 (about 2.1e-9) and ours the smaller e^d")
-# A row of 'long' (up to 512 tokens) can sum below -20 on other seeds (seeds 4 and 6 do), never on seed 0's
+
+
+def _is_clamp_binds(level):
+    # a policy token (token level) or a row (sequence level) whose log pi_old - log pi_sampler is below -20
+    def binds(case):
+        log_ratio = torch.where(case['mask'] > 0, case['old_logp'] - case['ref_logp'], 0.0).detach()
+        return (log_ratio < -20).any() if level == 'token' else (log_ratio.sum(-1) < -20).any()
+    return binds
+
+
 for level in ('token', 'sequence'):
     registry.add(
         FRAMEWORK, ('algorithm.rollout_correction.rollout_is', 'algorithm.rollout_correction.rollout_is_threshold'),
@@ -249,7 +283,7 @@ for level in ('token', 'sequence'):
         mine=lambda c, lv=level: sampler_weights(c['old_logp'], c['ref_logp'].detach(), c['mask'],
                                                  f'{lv}_truncate', 2.0),
         value_only=True,  # both are constants: the weights multiply the loss detached
-        differs=(Differs(IS_CLAMP, cases=('far ratios',)),))
+        differs=(Differs(IS_CLAMP, when=_is_clamp_binds(level)),))
 
 
 def _their_is_weights(case, level):
