@@ -57,10 +57,10 @@ def _loss():
 EMPTY_ROWS = ("aggregate_loss(token_level_loss=False) averages the sequence means over the rows that have a policy "
               "token (seq_mask = token_counts > 0), ours over every row")
 KL_CLAMP = ("compute_approx_kl clamps every estimate to [-10, 10] (zero gradient beyond); ours is unclamped, and "
-            "'far ratios' puts log-ratios of -30 to 25 on row 0")
+            "'far ratios' puts log-ratios of -30 to 21 on row 0")
 KL_CLAMP_LATEST = KL_CLAMP + ("; 0.11.2 also clamps k3's log-ratio at -10 before the exponential, which only keeps "
                               "the derivative finite under the final clamp")
-PPO_CLAMP = ("PolicyLoss (ppo) clamps the log-ratio to [-20, 20] before exp; 'far ratios' has log-ratios of 25 on "
+PPO_CLAMP = ("PolicyLoss (ppo) clamps the log-ratio to [-20, 20] before exp; 'far ratios' has log-ratios of 21 on "
              "row 1 with A < 0, where ours keeps r A (and its gradient) and OpenRLHF has e^20 A with no gradient")
 
 

@@ -150,7 +150,7 @@ registry.add(
 # the KL to the reference in the loss: k3 added to each token's loss before the aggregation
 BETA = 0.04
 KL_CLAMP = ("ms-swift clamps k3's log-ratio to [-20, 20] and k3 to [-10, 10] (zero gradient beyond); 'far ratios' puts "
-            "ref_logp - logp from -30 to 25 on row 0, where ours is unclamped")
+            "ref_logp - logp from -30 to 21 on row 0, where ours is unclamped")
 for loss_type in ('grpo', 'bnpo'):
     registry.add(
         FRAMEWORK, ('beta', 'loss_type'),
@@ -165,8 +165,8 @@ for loss_type in ('grpo', 'bnpo'):
 
 
 SAFETY_BOUND = ("_apply_rollout_importance_sampling clamps log pi_old - log pi_sampler to [-20, 20] before exp; 'far "
-                "ratios' has -25 on row 1 where the token's own ratio is e^25 with A < 0, so e^-20 against our e^-25 "
-                "weighs a loss of size e^25")
+                "ratios' has -21 on row 1 where the token's own ratio is e^21 with A < 0, so e^-20 against our e^-21 "
+                "weighs a loss of size e^21")
 SEQUENCE_RATIO = ("ms-swift's sequence ratio is the geometric mean of the token ratios (exp of the mean log-ratio, "
                   "_compute_sequence_level_ratios), ours their product: the same only on one-token rows")
 SEQUENCE_MASK = (SEQUENCE_RATIO + "; and a kept sequence's tokens keep their own token ratio, where ours gives each "
