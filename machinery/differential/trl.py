@@ -5,6 +5,8 @@ the trainer with object.__new__, sets only the attributes the loss reads, and re
 _get_per_token_logps_and_entropies, which hands back the case's log-probs (and the entropies of the case's logits,
 through TRL's own entropy_from_logits). Everything after the forward is TRL's code. Ours is the minibatch body of
 agentrl.substrate.grpo.rl_update: each plug-in's begin_minibatch, policy_loss, each plug-in's extend_loss.
+GRPOTrainer._generate_and_score_completions, where the group advantages and the vLLM importance weight are made, runs
+the same way with generation, the forward, the reward function, decoding and logging replaced (SCORING_STAND_IN).
 """
 import math
 from collections import defaultdict
@@ -14,11 +16,13 @@ import torch
 
 from agentrl.ch10.framework_plugins import (CappedWeightLoss, EntropyTarget, SamplerCorrection, SequenceRatioLoss,
                                             TopEntropyUpdate)
+from agentrl.ch10.framework_options import group_advantages
 from agentrl.ch10.regularizers import EntropyBonus
 from agentrl.core.entropy_control import adapt_entropy_coef, top_entropy_mask
 from agentrl.core.logprobs import entropy_from_logits, masked_mean
-from agentrl.core.off_policy import clipped_objective, sequence_sum
+from agentrl.core.off_policy import clipped_objective, sampler_weights, sequence_sum
 from agentrl.substrate.grpo import ReferenceKL, RLConfig, policy_loss
+from machinery.differential.cases import GROUP_SIZE
 from machinery.differential.compare import Differs, Registry
 
 FRAMEWORK = 'TRL'
@@ -324,6 +328,134 @@ def _sampler_logp(case):
     return case['ref_logp'].detach()
 
 
+# ---- GRPOTrainer._generate_and_score_completions: the group advantages and the vLLM importance weight, built inline
+# there. The stand-in replaces what is not arithmetic: generation (the case's completions: one prompt of two tokens
+# each, as many completion tokens as the row's mask holds, and the sampler's log-probs), the forward (pi_old), the
+# reward function, decoding, logging and the accelerator; the mean, std, weight, clamp and mask are TRL's.
+SCORING_STAND_IN = (
+    'a GRPOTrainer made with object.__new__ holding configuration attributes only (scale_rewards, num_generations 4, '
+    "one reward function of weight 1 returning the case's rewards, multi_objective_aggregation 'sum_then_normalize', "
+    'beta 0, steps_per_generation = gradient_accumulation_steps = num_iterations = 1, no tools, environments or '
+    "images), one process (gather is the identity), a decoder that returns '' and empty logs; _generate returns the "
+    "case's completions (a two-token prompt, one token per policy position of each row) and, with use_vllm, the "
+    "sampler's log-probs as one float64 tensor per completion (vLLM hands over floats, which TRL would hold in "
+    "float32); the forward returns the case's old_logp as pi_old")
+
+
+class _Decoder:
+    pad_token_id, eos_token_id = 0, 1
+
+    def batch_decode(self, ids, skip_special_tokens=True):
+        return ['' for _ in ids]
+
+
+class _ScoringProcess(_OneProcess):
+    process_index = 0
+    is_main_process = True
+    device = torch.device('cpu')
+
+
+def _their_scoring(case, scale='group', mode=None, clip_max=3.0):
+    """TRL's _generate_and_score_completions on the case -> its output dict (advantages, importance_sampling_ratio)."""
+    import warnings
+    from trl.trainer.grpo_trainer import GRPOTrainer
+    rows = case['mask'].shape[0]
+    lengths = case['mask'].sum(-1).long().tolist()
+    sampler = _sampler_logp(case)
+
+    def generate(prompts):
+        completions = [[5] * n for n in lengths]
+        sampler_rows = None if mode is None else [sampler[i, :n].clone() for i, n in enumerate(lengths)]
+        return [[2, 3]] * len(prompts), completions, None, [''] * len(prompts), sampler_rows, {}, None, []
+
+    def forward(model, *unused, **unused_too):
+        return case['old_logp'].detach().clone(), None, None
+
+    def reward(prompts, completions, completion_ids, **unused):
+        return case['rewards'].detach().tolist()
+
+    trainer = object.__new__(GRPOTrainer)
+    trainer.args = SimpleNamespace(per_device_train_batch_size=rows, per_device_eval_batch_size=rows,
+                                   steps_per_generation=1, gradient_accumulation_steps=1,
+                                   gradient_checkpointing_kwargs=None, report_to=[])
+    trainer.__dict__.update(
+        accelerator=_ScoringProcess(), model=SimpleNamespace(training=True, is_gradient_checkpointing=False),
+        _generate=generate, _get_per_token_logps_and_entropies=forward, processing_class=_Decoder(),
+        _tokenizer=_Decoder(), environment_factories=None, environments=None, tools=None, pad_to_multiple_of=None,
+        mask_truncated_completions=False, num_iterations=1, beta=0.0, ref_model=None, use_vllm=mode is not None,
+        vllm_importance_sampling_correction=mode is not None, vllm_importance_sampling_mode=mode,
+        vllm_importance_sampling_clip_min=None, vllm_importance_sampling_clip_max=clip_max,
+        reward_funcs=[reward], reward_processing_classes=[None], reward_func_names=['case_rewards'],
+        reward_weights=torch.ones(1), num_generations=GROUP_SIZE, num_generations_eval=GROUP_SIZE,
+        multi_objective_aggregation='sum_then_normalize', scale_rewards=scale, state=SimpleNamespace(global_step=0),
+        log_multimodal=False, _pending_extra_logs={}, _pending_metrics={},
+        _metrics={'train': defaultdict(list), 'eval': defaultdict(list)},
+        _logs={'prompt': [], 'completion': [], 'advantages': [], 'rewards': defaultdict(list),
+               'extra': defaultdict(list)})
+    with warnings.catch_warnings():  # 1.10.0 copies each sampler row with torch.tensor(row), which warns
+        warnings.simplefilter('ignore', UserWarning)
+        return trainer._generate_and_score_completions([{'prompt': ''} for _ in range(rows)])
+
+
+# advantages: TRL casts the reward functions' outputs to float32 (rewards_per_func), by design, so the check is judged
+# at float32's scale; its epsilon is 1e-4 and ours takes one, so it is passed
+for scale in ('group', 'batch', 'none'):
+    registry.add(
+        FRAMEWORK, ('GRPOConfig.scale_rewards',), 'trl.trainer.grpo_trainer.GRPOTrainer._generate_and_score_completions',
+        'agentrl.ch10.framework_options.group_advantages', f"scale_rewards='{scale}' (ours: eps=1e-4, TRL's)",
+        theirs=lambda c, s=scale: _their_scoring(c, s)['advantages'],
+        mine=lambda c, s=scale: group_advantages(c['rewards'].detach(), GROUP_SIZE, s, eps=1e-4),
+        wrt=(), value_only=True, precision='float32',
+        stand_in=SCORING_STAND_IN + "; TRL holds the rewards in float32 (rewards_per_func)")
+
+
+def _their_weight(case, mode, clip_max):
+    """TRL's vLLM weight where the loss reads it: broadcast over the row (a sequence mode gives one per row, [B, 1]),
+    on the policy tokens; at padding TRL leaves exp(0) = 1 or the row's weight, which _compute_loss masks away."""
+    weight = _their_scoring(case, mode=mode, clip_max=clip_max)['importance_sampling_ratio']
+    mask = case['mask']
+    return torch.where(mask > 0, weight.expand_as(mask), torch.zeros_like(mask))
+
+
+def _cap_as_clip_max(cap):
+    """GRPOConfig's own resolution of the deprecated vllm_importance_sampling_cap (its __post_init__)."""
+    import warnings
+    from trl import GRPOConfig
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        config = GRPOConfig(output_dir='unused', report_to=[], use_cpu=True, vllm_importance_sampling_cap=cap)
+    return config.vllm_importance_sampling_clip_max
+
+
+SAMPLER_OPTIONS = ('GRPOConfig.vllm_importance_sampling_mode', 'GRPOConfig.vllm_importance_sampling_clip_max',
+                   'GRPOConfig.vllm_importance_sampling_correction')
+# TRL's four modes and ours have the same names and meanings; clip_min None (TRL's default) is ours, which has none
+for mode in ('token_truncate', 'token_mask', 'sequence_truncate', 'sequence_mask'):
+    for clip_max in (3.0, 1.2):
+        registry.add(
+            FRAMEWORK, SAMPLER_OPTIONS, 'trl.trainer.grpo_trainer.GRPOTrainer._generate_and_score_completions',
+            'agentrl.core.off_policy.sampler_weights',
+            f"use_vllm=True, vllm_importance_sampling_mode='{mode}', clip_max={clip_max}, clip_min=None "
+            "(compared on policy tokens)",
+            theirs=lambda c, m=mode, x=clip_max: _their_weight(c, m, x),
+            mine=lambda c, m=mode, x=clip_max: sampler_weights(
+                c['old_logp'].detach(), _sampler_logp(c), c['mask'], m, x),
+            wrt=(), value_only=True, stand_in=SCORING_STAND_IN + "; the sampler's log-probs are the case's ref_logp")
+
+CAP = 2.0
+registry.add(
+    FRAMEWORK, ('GRPOConfig.vllm_importance_sampling_cap',) + SAMPLER_OPTIONS,
+    'trl.trainer.grpo_config.GRPOConfig.__post_init__ + GRPOTrainer._generate_and_score_completions',
+    'agentrl.core.off_policy.sampler_weights',
+    f"vllm_importance_sampling_cap={CAP} (deprecated), vllm_importance_sampling_mode='token_truncate' "
+    "(compared on policy tokens)",
+    theirs=lambda c: _their_weight(c, 'token_truncate', _cap_as_clip_max(CAP)),
+    mine=lambda c: sampler_weights(c['old_logp'].detach(), _sampler_logp(c), c['mask'], 'token_truncate', CAP),
+    wrt=(), value_only=True,
+    stand_in=SCORING_STAND_IN + "; the sampler's log-probs are the case's ref_logp; clip_max is read from a "
+    'GRPOConfig built with the cap')
+
+
 # ---- RLOO: PPO's clip on the whole sequence's ratio, the product of its token ratios
 def _their_rloo(case):
     from trl.trainer.rloo_trainer import RLOOTrainer
@@ -356,11 +488,5 @@ registry.add(
 # PPOConfig.kl_coef (KLInReward), PPOConfig.kl_estimator (kl_penalty), PPOConfig.cliprange (policy_loss): computed
 #   inline in the rollout and update loops of the experimental PPOTrainer.train, which needs a policy, a reference,
 #   a value model and generation.
-# GRPOConfig.scale_rewards (compute_advantages): the group mean and std are taken inline in
-#   GRPOTrainer._generate_and_score_completions, which needs a model, generation and reward functions.
-# GRPOConfig.vllm_importance_sampling_mode, vllm_importance_sampling_clip_max, vllm_importance_sampling_cap
-#   (sampler_weights): the weight pi_old / pi_sampler is built, truncated or masked inline in
-#   _generate_and_score_completions from vLLM's log-probs (the cap is only a config alias of clip_max); the check
-#   above executes where _compute_loss applies a weight it is given, not how the weight is made.
 # GRPOConfig.temperature (run_episodes): ours is the sampler that draws tokens at that temperature; TRL divides the
 #   logits inside the forward, _get_per_token_logps_and_entropies, the one method these checks replace.
