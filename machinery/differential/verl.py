@@ -1,5 +1,5 @@
 """verl's functions (verl/trainer/ppo/core_algos.py, verl/trainer/ppo/rollout_corr_helper.py,
-verl/utils/torch_functional.py) against ours."""
+verl/utils/torch_functional.py, verl/workers/utils/losses.py) against ours."""
 import math
 import warnings
 
@@ -12,7 +12,7 @@ from agentrl.core.aggregation import aggregate
 from agentrl.core.kl import kl_estimate
 from agentrl.core.logprobs import entropy_from_logits
 from agentrl.core.off_policy import sampler_weights
-from agentrl.substrate.grpo import RLConfig, clipped_sides, policy_loss
+from agentrl.substrate.grpo import ReferenceKL, RLConfig, clipped_sides, policy_loss
 from machinery.differential.cases import GROUP_SIZE
 from machinery.differential.compare import Differs, Registry
 
@@ -26,14 +26,15 @@ def _core():
     return core_algos
 
 
-def _actor_config(loss_agg_mode, **policy_loss):
+def _actor_config(loss_agg_mode, actor=None, **policy_loss):
     # a configuration object only: verl's policy losses read their clip bounds, aggregation and (policy_loss: the
-    # fields of PolicyLossConfig, e.g. kl_cov_ratio) their own settings from it
+    # fields of PolicyLossConfig, e.g. kl_cov_ratio) their own settings from it; actor: further fields of the actor's
+    # own config (use_kl_loss, kl_loss_coef, kl_loss_type for ppo_loss)
     from verl.workers.config import FSDPActorConfig, PolicyLossConfig
     return FSDPActorConfig(strategy='fsdp', rollout_n=GROUP_SIZE, ppo_mini_batch_size=GROUP_SIZE,
                            ppo_micro_batch_size_per_gpu=1, clip_ratio=CLIP_LOW, clip_ratio_low=CLIP_LOW,
                            clip_ratio_high=CLIP_HIGH, loss_agg_mode=loss_agg_mode,
-                           policy_loss=PolicyLossConfig(**policy_loss))
+                           policy_loss=PolicyLossConfig(**policy_loss), **(actor or {}))
 
 
 def _our_config(mode, case):
@@ -124,6 +125,85 @@ for mode in ('token-mean', 'seq-mean-token-mean'):
         stand_in='FSDPActorConfig: the clip bounds and the aggregation mode, no model',
         differs=((Differs(DUAL_CLIP, when=_dual_clip_binds),)
                  + ((Differs(EMPTY_ROWS, cases=('empty row',)),) if mode.startswith('seq-mean') else ())))
+
+# ---- the actor's whole loss with the KL term: verl/workers/utils/losses.py: ppo_loss (the engine's loss function in
+# 0.8.0 and 0.9.1), which adds kl_loss_coef * agg_loss(kl_penalty(logp, ref_logp, kl_loss_type)) to the policy loss.
+# It is handed what ray_trainer._update_actor and the FSDP engine hand it (see _engine_inputs); ours is policy_loss
+# plus ReferenceKL's extend_loss, as the trainer's plug-in loop adds it.
+KL_LOSS_COEF = 0.1
+KL_LOSS_STAND_IN = ("FSDPActorConfig (clip bounds, aggregation, use_kl_loss, kl_loss_coef, kl_loss_type, no model); "
+                    "the case laid out as the engine hands it over: the log-probs as a jagged model output over a "
+                    "one-token prompt and the response, the batch fields as a TensorDict with the counts "
+                    "forward_backward_batch and _update_actor assign (one rank, one micro-batch)")
+K3_LOSS_CLAMP = ("verl's low_var_kl clamps the log-ratio to [-20, 20] and the estimate to [-10, 10]; ours (kl_penalty "
+                 "'k3') does neither, so the loss parts where a policy token's k3 passes 10, and that token's "
+                 "gradient stops in verl")
+
+
+def _k3_clamp_binds(case):
+    # a policy token whose k3 = e^d - d - 1, d = ref_logp - logp, is past verl's cap of 10 (|d| > 20 is past it too)
+    d = (case['ref_logp'] - case['logp']).detach()
+    return ((torch.exp(d) - d - 1 > 10) & (case['mask'] > 0)).any()
+
+
+def _engine_inputs(case):
+    """The case as verl's actor receives it: the model output and the TensorDict batch ppo_loss reads.
+
+    Row i is a one-token prompt and a response of the row's policy tokens (mask is a prefix), padded on the right to
+    the case's width. The model output holds one log-probability per position of the unpadded sequences, each
+    predicting the next token: the response's log-probs at the prompt's position and after, then a last position
+    predicting nothing, which no_padding_2_padding drops (a 0 stands there). The counts are what the engine assigns:
+    batch_num_tokens = the mini-batch's policy tokens (forward_backward_batch), dp_size = 1, global_batch_size = the
+    mini-batch's rows, ppo_mini_batch_size * rollout.n (ray_trainer._update_actor), rows without policy tokens too."""
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils
+    mask = case['mask']
+    rows, width = mask.shape
+    lengths = [int(n) for n in mask.sum(-1)]
+    pieces, offsets = [], [0]
+    for i, length in enumerate(lengths):
+        pieces += [case['logp'][i, :length], torch.zeros(1, dtype=case['logp'].dtype)]
+        offsets.append(offsets[-1] + length + 1)
+    log_probs = torch.nested.nested_tensor_from_jagged(torch.cat(pieces), offsets=torch.tensor(offsets))
+    batch = TensorDict(dict(
+        prompts=torch.zeros(rows, 1, dtype=torch.long), responses=torch.zeros(rows, width, dtype=torch.long),
+        attention_mask=torch.cat([torch.ones(rows, 1), mask], 1).long(), response_mask=mask.long(),
+        old_log_probs=case['old_logp'].detach(), ref_log_prob=case['ref_logp'].detach(),
+        advantages=case['advantages'][:, None].expand(rows, width).detach()), batch_size=[rows])
+    tensordict_utils.assign_non_tensor(batch, dp_size=1, batch_num_tokens=int(mask.sum()), global_batch_size=rows)
+    return {'log_probs': log_probs}, batch
+
+
+def _their_ppo_loss(case, mode, kind):
+    from verl.workers.utils.losses import ppo_loss
+    config = _actor_config(mode, actor=dict(use_kl_loss=True, kl_loss_coef=KL_LOSS_COEF, kl_loss_type=kind))
+    return ppo_loss(config, *_engine_inputs(case))[0]
+
+
+def _our_ppo_loss(case, mode, kind):
+    cfg = _our_config(mode, case)
+    loss = policy_loss(case['logp'], case['old_logp'], case['advantages'], case['mask'], cfg)[0]
+    term = ReferenceKL(reference=None, coef=KL_LOSS_COEF, kind=kind)
+    term.ref_logp, term.cfg = case['ref_logp'], cfg  # the reference's log-probs, as prepare() would set them
+    return term.extend_loss(loss, torch.arange(case['logp'].shape[0]), None, case['logp'], case['mask'], {})
+
+
+# No empty-row divisor here: ppo_loss passes the engine's global_batch_size to agg_loss (both terms), and that counts
+# every row of the mini-batch, so verl's seq-mean divides by all rows, as ours does.
+for mode, their_kind, our_kind in (('token-mean', 'low_var_kl', 'k3'), ('seq-mean-token-mean', 'low_var_kl', 'k3'),
+                                   ('token-mean', 'k1', 'k1'), ('token-mean', 'k2', 'k2')):
+    registry.add(
+        FRAMEWORK, ('actor_rollout_ref.actor.use_kl_loss', 'actor_rollout_ref.actor.kl_loss_coef',
+                    'actor_rollout_ref.actor.kl_loss_type'),
+        'verl.workers.utils.losses.ppo_loss', 'agentrl.substrate.grpo.ReferenceKL',
+        f"use_kl_loss=True, kl_loss_coef={KL_LOSS_COEF}, kl_loss_type='{their_kind}', loss_agg_mode='{mode}', "
+        "clip 0.2/0.28",
+        theirs=lambda c, m=mode, k=their_kind: _their_ppo_loss(c, m, k),
+        mine=lambda c, m=mode, k=our_kind: _our_ppo_loss(c, m, k),
+        wrt=('logp',),  # old_logp and ref_logp are data: the trainer differentiates neither
+        stand_in=KL_LOSS_STAND_IN,
+        differs=((Differs(DUAL_CLIP, when=_dual_clip_binds),)
+                 + ((Differs(K3_LOSS_CLAMP, when=_k3_clamp_binds),) if our_kind == 'k3' else ())))
 
 # ---- GSPO: one ratio per sequence
 GSPO_AGG = ("verl 0.9 aggregates GSPO's token losses by loss_agg_mode; under token-mean a long sequence weighs more "
