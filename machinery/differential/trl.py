@@ -17,13 +17,14 @@ import torch
 from agentrl.ch10.framework_plugins import (CappedWeightLoss, EntropyTarget, SamplerCorrection, SequenceRatioLoss,
                                             TopEntropyUpdate)
 from agentrl.ch10.framework_options import group_advantages
-from agentrl.ch10.regularizers import EntropyBonus
+from agentrl.ch10.regularizers import EntropyBonus, KLInReward
 from agentrl.core.entropy_control import adapt_entropy_coef, top_entropy_mask
 from agentrl.core.logprobs import entropy_from_logits, masked_mean
 from agentrl.core.off_policy import clipped_objective, sampler_weights, sequence_sum
 from agentrl.substrate.grpo import ReferenceKL, RLConfig, policy_loss
 from machinery.differential.cases import GROUP_SIZE
 from machinery.differential.compare import Differs, Registry
+from machinery.differential.openrlhf import _ReferenceOf
 
 FRAMEWORK = 'TRL'
 registry = Registry()
@@ -481,10 +482,80 @@ registry.add(
     theirs=_their_rloo, mine=_our_rloo, stand_in=STAND_IN.replace('loss settings', 'clip bounds')
     + "; old_logps, the sequence's summed log-prob, is the case's old_logp summed over policy tokens")
 
+# ---- RLOOConfig.beta: RLOOTrainer._generate_and_score_completions takes beta times the summed k1 off each reward,
+# then subtracts the leave-one-out mean. With normalize_advantages=True it standardises the result over the batch;
+# the leave-one-out advantage is K/(K-1) times the group-centred one, a factor the standardisation cancels except
+# beside its epsilon, which the group-centred values then meet as 1e-4 (K-1)/K. Ours is therefore KLInReward, then
+# group_advantages centring within each group ('none'), then group_advantages standardising the whole batch as one
+# group at that epsilon. (Without normalize_advantages no function of ours has the K/(K-1).)
+# The KL makes TRL's rewards float64 here; only the Bessel factor of its nanstd, an integer count divided by
+# count - 1, comes out in float32, a fixed relative 3e-8 on the std, well inside float64's tolerance.
+RLOO_BETA = 0.05
+RLOO_STAND_IN = SCORING_STAND_IN.replace('a GRPOTrainer', 'an RLOOTrainer').replace(
+    "scale_rewards, num_generations 4, ", f'beta {RLOO_BETA}, normalize_advantages True, num_generations 4, ').replace(
+    "multi_objective_aggregation 'sum_then_normalize', beta 0, steps_per_generation = gradient_accumulation_steps = "
+    "num_iterations = 1, ", '').replace(
+    " and, with use_vllm, the sampler's log-probs as one float64 tensor per completion (vLLM hands over floats, "
+    "which TRL would hold in float32)", '').replace(
+    "the forward returns the case's old_logp as pi_old",
+    "the forward returns the case's old_logp for the policy and its ref_logp for the reference; accelerate's "
+    "gather, which the module calls on the rewards and the KL, is the identity on one process") + (
+    "; ours: a reference model returning logits whose log-softmax is the case's ref_logp")
+
+
+def _their_rloo_advantages(case):
+    from trl.trainer.rloo_trainer import RLOOTrainer
+    rows = case['mask'].shape[0]
+    lengths = case['mask'].sum(-1).long().tolist()
+    trainer = object.__new__(RLOOTrainer)
+
+    def generate(prompts):
+        return [[2, 3]] * len(prompts), [[5] * n for n in lengths], [''] * len(prompts)
+
+    def forward(model, *unused, **unused_too):
+        return (case['ref_logp'] if model is trainer.ref_model else case['old_logp']).detach().clone(), None, None
+
+    def reward(prompts, completions, completion_ids, **unused):
+        return case['rewards'].detach().tolist()
+
+    trainer.args = SimpleNamespace(per_device_train_batch_size=rows, per_device_eval_batch_size=rows,
+                                   gradient_checkpointing_kwargs=None, report_to=[])
+    trainer.__dict__.update(
+        accelerator=_ScoringProcess(), model=SimpleNamespace(training=True, is_gradient_checkpointing=False),
+        ref_model=SimpleNamespace(training=False, is_gradient_checkpointing=False), _generate=generate,
+        _get_per_token_logps_and_entropies=forward, processing_class=_Decoder(), _tokenizer=_Decoder(),
+        environment_factories=None, environments=None, tools=None, pad_to_multiple_of=None,
+        mask_truncated_completions=False, beta=RLOO_BETA, reward_clip_range=None, normalize_advantages=True,
+        reward_funcs=[reward], reward_processing_classes=[None], reward_func_names=['case_rewards'],
+        reward_weights=torch.ones(1), num_generations=GROUP_SIZE, num_generations_eval=GROUP_SIZE,
+        state=SimpleNamespace(global_step=0), log_multimodal=False, _pending_extra_logs={}, _pending_metrics={},
+        _metrics={'train': defaultdict(list), 'eval': defaultdict(list)},
+        _logs={'prompt': [], 'completion': [], 'advantages': [], 'rewards': defaultdict(list),
+               'extra': defaultdict(list)})
+    return trainer._generate_and_score_completions([{'prompt': ''} for _ in range(rows)])['advantages']
+
+
+def _our_rloo_advantages(case):
+    rows, width = case['mask'].shape
+    # as in openrlhf.py: both log-probs lowered by one constant (the cases' ref_logp can exceed 0), k1 unchanged
+    shift = float(torch.clamp(case['ref_logp'].detach().max(), min=0)) + 1
+    shaping = KLInReward(reference=_ReferenceOf(case['ref_logp'] - shift), coef=RLOO_BETA)
+    shaping.temperature = 1.0
+    batch = dict(ids=torch.zeros(rows, width + 1, dtype=torch.long), sample_logp=case['old_logp'].detach() - shift,
+                 action_mask=case['mask'], rewards=case['rewards'].detach())
+    shaping.shape_rewards(batch, {})
+    centred = group_advantages(batch['rewards'], GROUP_SIZE, 'none')
+    return group_advantages(centred, rows, 'group', eps=1e-4 * (GROUP_SIZE - 1) / GROUP_SIZE)
+
+
+registry.add(
+    FRAMEWORK, ('RLOOConfig.beta',), 'trl.trainer.rloo_trainer.RLOOTrainer._generate_and_score_completions',
+    'agentrl.ch10.regularizers.KLInReward + agentrl.ch10.framework_options.group_advantages',
+    f"beta={RLOO_BETA}, normalize_advantages=True (ours: centred in each group of {GROUP_SIZE}, then standardised "
+    f"over the batch at eps=1e-4 * {GROUP_SIZE - 1}/{GROUP_SIZE})",
+    theirs=_their_rloo_advantages, mine=_our_rloo_advantages, wrt=(), value_only=True, stand_in=RLOO_STAND_IN)
+
 # ---- options of data/frameworks/trl.toml with an `ours` that no check above executes, and why
-# RLOOConfig.beta (KLInReward): the k1 sum is taken off the reward inline in
-#   RLOOTrainer._generate_and_score_completions, which needs a model, generation and reward functions; no TRL function
-#   computes it on given tensors.
 # PPOConfig.kl_coef (KLInReward), PPOConfig.kl_estimator (kl_penalty), PPOConfig.cliprange (policy_loss): computed
 #   inline in the rollout and update loops of the experimental PPOTrainer.train, which needs a policy, a reference,
 #   a value model and generation.
