@@ -6,7 +6,8 @@ _get_per_token_logps_and_entropies, which hands back the case's log-probs (and t
 through TRL's own entropy_from_logits). Everything after the forward is TRL's code. Ours is the minibatch body of
 agentrl.substrate.grpo.rl_update: each plug-in's begin_minibatch, policy_loss, each plug-in's extend_loss.
 GRPOTrainer._generate_and_score_completions, where the group advantages and the vLLM importance weight are made, runs
-the same way with generation, the forward, the reward function, decoding and logging replaced (SCORING_STAND_IN).
+the same way with generation, the forward, the reward function, decoding and logging replaced (SCORING_STAND_IN);
+so does RLOOTrainer's, where beta times the summed k1 is taken off the rewards (RLOO_STAND_IN).
 """
 import math
 from collections import defaultdict
