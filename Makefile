@@ -105,7 +105,7 @@ probe: $(SETUP)
 
 # The full suite (what CI runs; executes every notebook), and the development subset (no notebook, no long training).
 # The suite, after the frameworks' own functions have run beside ours (frameworks-test, below: its environments
-# take about 1.5 min to build from nothing and 1.9 GB; the checks 25 s), so that the suite reads fresh records.
+# take 1.5-2 min to build from nothing and 2.0 GB; the checks under a minute), so that the suite reads fresh records.
 test: $(SETUP) $(DEV) frameworks-test
 	$(PY) -m pytest
 
