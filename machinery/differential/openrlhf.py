@@ -22,6 +22,7 @@ from agentrl.core.kl import kl_estimate, kl_penalty
 from agentrl.core.logprobs import entropy_from_logits, masked_mean, selected_log_probs
 from agentrl.substrate.grpo import RLConfig, ReferenceKL, policy_loss
 from machinery.differential.compare import Differs, Registry
+from machinery.differential.ours import kl_shaped_rewards
 
 FRAMEWORK = 'OpenRLHF'
 registry = Registry()
@@ -138,32 +139,8 @@ def _their_returns(case):
     return (reward * case['mask']).sum(-1)  # get_cumulative_returns at gamma = 1, its value at the first token
 
 
-class _ReferenceOf:
-    """Our KLInReward reads the reference's log-probs from a model: this one returns two-token logits whose
-    log-softmax at token 0 is the given log-probs (logit 0 = ref_logp, logit 1 = log(1 - p_ref)), at position t + 1.
-    The given log-probs must be < 0, as a softmax's are."""
-
-    def __init__(self, ref_logp):
-        self.ref_logp = ref_logp.detach()
-
-    def __call__(self, ids):
-        first = self.ref_logp
-        second = torch.log(-torch.expm1(first))
-        logits = torch.stack([first, second], -1)  # [B, T, 2]
-        return torch.cat([logits, logits[:, -1:]], 1)  # [B, T + 1, 2]: position t predicts token t + 1
-
-
 def _our_returns(case):
-    rows, width = case['mask'].shape
-    # the cases' ref_logp (logp plus noise) can exceed 0, which no softmax gives: both log-probs our k1 subtracts
-    # are lowered by one constant, which leaves their difference as it is
-    shift = float(torch.clamp(case['ref_logp'].detach().max(), min=0)) + 1
-    shaping = KLInReward(reference=_ReferenceOf(case['ref_logp'] - shift), coef=KL_COEF)
-    shaping.temperature = 1.0
-    batch = dict(ids=torch.zeros(rows, width + 1, dtype=torch.long), sample_logp=case['old_logp'].detach() - shift,
-                 action_mask=case['mask'], rewards=case['rewards'])
-    shaping.shape_rewards(batch, {})
-    return batch['rewards']
+    return kl_shaped_rewards(case, KL_COEF)
 
 
 registry.add(

@@ -16,12 +16,11 @@ import torch
 
 from agentrl.ch10.framework_options import group_advantages
 from agentrl.ch10.framework_plugins import CappedWeightLoss, SamplerCorrection, SequenceRatioLoss, TopEntropyUpdate
-from agentrl.ch10.regularizers import KLInReward
 from agentrl.core.logprobs import entropy_from_logits, masked_mean
 from agentrl.substrate.grpo import RLConfig, ReferenceKL, compute_advantages, policy_loss
 from machinery.differential.cases import GROUP_SIZE
 from machinery.differential.compare import Differs, Registry
-from machinery.differential.openrlhf import _ReferenceOf
+from machinery.differential.ours import kl_shaped_rewards
 
 FRAMEWORK = 'ms-swift'
 registry = Registry()
@@ -339,15 +338,7 @@ def _their_kl_advantages(case, scale):
 
 
 def _our_kl_advantages(case, scale):
-    rows, width = case['mask'].shape
-    # as in openrlhf.py: both log-probs lowered by one constant (the cases' ref_logp can exceed 0), k1 unchanged
-    shift = float(torch.clamp(case['ref_logp'].detach().max(), min=0)) + 1
-    shaping = KLInReward(reference=_ReferenceOf(case['ref_logp'] - shift), coef=KL_IN_REWARD_BETA)
-    shaping.temperature = 1.0
-    batch = dict(ids=torch.zeros(rows, width + 1, dtype=torch.long), sample_logp=case['old_logp'].detach() - shift,
-                 action_mask=case['mask'], rewards=case['rewards'].detach())
-    shaping.shape_rewards(batch, {})
-    return group_advantages(batch['rewards'], GROUP_SIZE, scale, eps=1e-4)
+    return group_advantages(kl_shaped_rewards(case, KL_IN_REWARD_BETA), GROUP_SIZE, scale, eps=1e-4)
 
 
 for scale in ('group', 'none'):

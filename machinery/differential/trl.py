@@ -18,14 +18,14 @@ import torch
 from agentrl.ch10.framework_plugins import (CappedWeightLoss, EntropyTarget, SamplerCorrection, SequenceRatioLoss,
                                             TopEntropyUpdate)
 from agentrl.ch10.framework_options import group_advantages
-from agentrl.ch10.regularizers import EntropyBonus, KLInReward
+from agentrl.ch10.regularizers import EntropyBonus
 from agentrl.core.entropy_control import adapt_entropy_coef, top_entropy_mask
 from agentrl.core.logprobs import entropy_from_logits, masked_mean
 from agentrl.core.off_policy import clipped_objective, sampler_weights, sequence_sum
 from agentrl.substrate.grpo import ReferenceKL, RLConfig, policy_loss
 from machinery.differential.cases import GROUP_SIZE
 from machinery.differential.compare import Differs, Registry
-from machinery.differential.openrlhf import _ReferenceOf
+from machinery.differential.ours import kl_shaped_rewards
 
 FRAMEWORK = 'TRL'
 registry = Registry()
@@ -537,16 +537,8 @@ def _their_rloo_advantages(case):
 
 
 def _our_rloo_advantages(case):
-    rows, width = case['mask'].shape
-    # as in openrlhf.py: both log-probs lowered by one constant (the cases' ref_logp can exceed 0), k1 unchanged
-    shift = float(torch.clamp(case['ref_logp'].detach().max(), min=0)) + 1
-    shaping = KLInReward(reference=_ReferenceOf(case['ref_logp'] - shift), coef=RLOO_BETA)
-    shaping.temperature = 1.0
-    batch = dict(ids=torch.zeros(rows, width + 1, dtype=torch.long), sample_logp=case['old_logp'].detach() - shift,
-                 action_mask=case['mask'], rewards=case['rewards'].detach())
-    shaping.shape_rewards(batch, {})
-    centred = group_advantages(batch['rewards'], GROUP_SIZE, 'none')
-    return group_advantages(centred, rows, 'group', eps=1e-4 * (GROUP_SIZE - 1) / GROUP_SIZE)
+    centred = group_advantages(kl_shaped_rewards(case, RLOO_BETA), GROUP_SIZE, 'none')
+    return group_advantages(centred, case['mask'].shape[0], 'group', eps=1e-4 * (GROUP_SIZE - 1) / GROUP_SIZE)
 
 
 registry.add(
