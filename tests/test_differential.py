@@ -90,10 +90,9 @@ def test_each_committed_record_holds_the_checks_the_code_declares_now(set_name):
     names = record['frameworks']
     declared = []
     for name in names:
-        module = __import__(run.MODULES[name], fromlist=['registry'])
         declared += [(c.framework, c.function, c.setting, list(c.options), c.stand_in, c.precision,
                       [(case, c.expected_difference(set_name, case, cases.make(case))) for case in c.cases])
-                     for c in module.registry.checks]
+                     for c in run.checks_of(name)]
     recorded = [(c['framework'], c['function'], c['setting'], c['options'], c['stand_in'], c['precision'],
                  [(r['case'], r['expected']) for r in c['results']]) for c in record['checks']]
     assert recorded == declared, f'{path} is older than the checks: run make frameworks-test'
@@ -102,8 +101,7 @@ def test_each_committed_record_holds_the_checks_the_code_declares_now(set_name):
 
 def test_every_option_a_check_names_is_in_the_map():
     known = {(f['framework']['name'], o['name']) for f in framework_map.load_frameworks() for o in f['options']}
-    for name, module_name in run.MODULES.items():
-        module = __import__(module_name, fromlist=['registry'])
-        for check in module.registry.checks:
+    for name in run.MODULES:
+        for check in run.checks_of(name):
             missing = [o for o in check.options if (name, o) not in known]
             assert not missing, f'{check.name} names options the map does not have: {missing}'

@@ -15,8 +15,9 @@ from agentrl.atomic import atomic_output
 from agentrl.paths import REPO
 from machinery.differential.compare import as_expected, run_check
 
-MODULES = {'verl': 'machinery.differential.verl', 'TRL': 'machinery.differential.trl',
-           'OpenRLHF': 'machinery.differential.openrlhf', 'ms-swift': 'machinery.differential.swift'}
+MODULES = {'verl': ('machinery.differential.verl', 'machinery.differential.verl_correction'),
+           'TRL': ('machinery.differential.trl', 'machinery.differential.trl_scoring'),
+           'OpenRLHF': ('machinery.differential.openrlhf',), 'ms-swift': ('machinery.differential.swift',)}
 DISTRIBUTIONS = {'verl': 'verl', 'TRL': 'trl', 'OpenRLHF': 'openrlhf', 'ms-swift': 'ms-swift'}
 SETS = ('reference', 'latest', 'swift')
 # the swift layer's trl is 0.29, which ms-swift needs: only ms-swift's checks belong to that set
@@ -42,6 +43,11 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
+def checks_of(framework):
+    """Every check of one framework, in the order its modules declare them."""
+    return [check for module in MODULES[framework] for check in importlib.import_module(module).registry.checks]
+
+
 def run(set_name, frameworks=None, seed=0):
     """The record of one set: every check of each installed framework (or of `frameworks`), every case, on the
     tensors of `seed` (cases.make)."""
@@ -52,12 +58,11 @@ def run(set_name, frameworks=None, seed=0):
     record = dict(set=set_name, versions=versions, torch=torch.__version__, python=platform.python_version(),
                   cpu=cpu_name(), seed=seed, frameworks=[], checks=[])
     wanted = frameworks or DEFAULT_FRAMEWORKS[set_name]
-    for name, module_name in MODULES.items():
+    for name in MODULES:
         if name not in wanted or versions[name] is None:
             continue
         record['frameworks'].append(name)
-        module = importlib.import_module(module_name)
-        for check in module.registry.checks:
+        for check in checks_of(name):
             results = [run_check(check, case, set_name, seed) for case in check.cases]
             record['checks'].append(dict(
                 framework=check.framework, version=versions[name], options=list(check.options),

@@ -1,18 +1,17 @@
-"""verl's functions (verl/trainer/ppo/core_algos.py, verl/trainer/ppo/rollout_corr_helper.py,
-verl/utils/torch_functional.py, verl/workers/utils/losses.py) against ours."""
+"""verl's functions (verl/trainer/ppo/core_algos.py, verl/utils/torch_functional.py, verl/workers/utils/losses.py)
+against ours; its covariance losses and rollout correction are in verl_correction.py, which uses the helpers here
+(core, actor_config, our_config, dual_clip_binds)."""
 import math
-import warnings
 
 import torch
 
 from agentrl.ch10.framework_options import group_advantages
 from agentrl.ch10.framework_plugins import SequenceRatioLoss
-from agentrl.ch10.regularizers import CovariancePolicyLoss, adapt_kl_coef, centered_cross_product
+from agentrl.ch10.regularizers import adapt_kl_coef
 from agentrl.core.aggregation import aggregate
 from agentrl.core.kl import kl_estimate
 from agentrl.core.logprobs import entropy_from_logits
-from agentrl.core.off_policy import sampler_weights
-from agentrl.substrate.grpo import ReferenceKL, RLConfig, clipped_sides, policy_loss
+from agentrl.substrate.grpo import ReferenceKL, RLConfig, policy_loss
 from machinery.differential.cases import GROUP_SIZE
 from machinery.differential.compare import Differs, Registry
 
@@ -21,12 +20,12 @@ registry = Registry()
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28  # clip-higher, so that a swapped pair of bounds shows
 
 
-def _core():
+def core():
     from verl.trainer.ppo import core_algos
     return core_algos
 
 
-def _actor_config(loss_agg_mode, actor=None, **policy_loss):
+def actor_config(loss_agg_mode, actor=None, **policy_loss):
     # a configuration object only: verl's policy losses read their clip bounds, aggregation and (policy_loss: the
     # fields of PolicyLossConfig, e.g. kl_cov_ratio) their own settings from it; actor: further fields of the actor's
     # own config (use_kl_loss, kl_loss_coef, kl_loss_type for ppo_loss)
@@ -37,7 +36,7 @@ def _actor_config(loss_agg_mode, actor=None, **policy_loss):
                            policy_loss=PolicyLossConfig(**policy_loss), **(actor or {}))
 
 
-def _our_config(mode, case):
+def our_config(mode, case):
     horizon = case['mask'].shape[1] if mode == 'seq-mean-token-sum-norm' else None
     return RLConfig(clip_low=CLIP_LOW, clip_high=CLIP_HIGH, loss_agg=mode, loss_agg_horizon=horizon)
 
@@ -53,7 +52,7 @@ for their_kind, our_kind in (('k1', 'k1'), ('kl', 'k1'), ('k2', 'k2'), ('mse', '
     registry.add(
         FRAMEWORK, ('actor_rollout_ref.actor.kl_loss_type', 'algorithm.kl_penalty'),
         'verl.trainer.ppo.core_algos.kl_penalty', 'agentrl.core.kl.kl_estimate', f"kind='{their_kind}'",
-        theirs=lambda c, k=their_kind: _core().kl_penalty(c['logp'], c['ref_logp'], k),
+        theirs=lambda c, k=their_kind: core().kl_penalty(c['logp'], c['ref_logp'], k),
         mine=lambda c, k=our_kind: kl_estimate(c['logp'], c['ref_logp'], k),
         wrt=('logp', 'ref_logp'),
         differs=(Differs(K3_CLAMP, cases=('far ratios',)),) if our_kind.startswith('k3') else ())
@@ -63,7 +62,7 @@ for mode in ('token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mea
     registry.add(
         FRAMEWORK, ('actor_rollout_ref.actor.loss_agg_mode', 'actor_rollout_ref.actor.loss_scale_factor'),
         'verl.trainer.ppo.core_algos.agg_loss', 'agentrl.core.aggregation.aggregate', f"loss_agg_mode='{mode}'",
-        theirs=lambda c, m=mode: _core().agg_loss(c['logp'] * c['ref_logp'], c['mask'], m),
+        theirs=lambda c, m=mode: core().agg_loss(c['logp'] * c['ref_logp'], c['mask'], m),
         mine=lambda c, m=mode: aggregate(c['logp'] * c['ref_logp'], c['mask'], m,
                                          c['mask'].shape[1] if m.endswith('norm') else None),
         wrt=('logp', 'ref_logp'),
@@ -74,7 +73,7 @@ for mode in ('token-mean', 'seq-mean-token-mean', 'seq-mean-token-sum', 'seq-mea
 registry.add(
     FRAMEWORK, ('actor_rollout_ref.actor.loss_agg_mode',),
     'verl.trainer.ppo.core_algos.agg_loss', 'agentrl.core.aggregation.aggregate', "loss_agg_mode='token-sum'",
-    theirs=lambda c: _core().agg_loss(c['logp'] * c['ref_logp'], c['mask'], 'token-sum'),
+    theirs=lambda c: core().agg_loss(c['logp'] * c['ref_logp'], c['mask'], 'token-sum'),
     mine=lambda c: aggregate(c['logp'] * c['ref_logp'], c['mask'], 'seq-mean-token-sum') * c['mask'].shape[0],
     wrt=('logp', 'ref_logp'),
     differs=(Differs("the reference release has no 'token-sum' mode (ValueError)", sets=('reference',)),))
@@ -90,7 +89,7 @@ for mode in ('token-mean', 'seq-mean-token-mean'):
         FRAMEWORK, ('actor_rollout_ref.actor.entropy_coeff',),
         'verl.trainer.ppo.core_algos.compute_entropy_loss', 'agentrl.core.aggregation.aggregate',
         f"loss_agg_mode='{mode}'",
-        theirs=lambda c, m=mode: _core().compute_entropy_loss(c['logits'], c['mask'], m),
+        theirs=lambda c, m=mode: core().compute_entropy_loss(c['logits'], c['mask'], m),
         mine=lambda c, m=mode: aggregate(entropy_from_logits(c['logits']), c['mask'], m),
         wrt=('logits',),
         differs=(Differs(EMPTY_ROWS, cases=('empty row',)),) if mode.startswith('seq-mean') else ())
@@ -101,7 +100,7 @@ DUAL_CLIP = ("verl's vanilla loss is dual-clip PPO: for A < 0 it caps -A r at -A
              "log-ratio below -20 (the clamp stops that token's gradient)")
 
 
-def _dual_clip_binds(case):
+def dual_clip_binds(case):
     # a policy token where verl's vanilla loss parts from ours: A < 0 with r > 3 (the dual clip's cap), or A > 0
     # with a log-ratio below -20 (verl's clamp, which stops that token's gradient; ours keeps -A r)
     log_ratio = (case['logp'] - case['old_logp']).detach()
@@ -116,14 +115,14 @@ for mode in ('token-mean', 'seq-mean-token-mean'):
                     'actor_rollout_ref.actor.clip_ratio_low', 'actor_rollout_ref.actor.clip_ratio_high'),
         "verl.trainer.ppo.core_algos.get_policy_loss_fn('vanilla')", 'agentrl.substrate.grpo.policy_loss',
         f"loss_agg_mode='{mode}', clip 0.2/0.28",
-        theirs=lambda c, m=mode: _core().get_policy_loss_fn('vanilla')(
+        theirs=lambda c, m=mode: core().get_policy_loss_fn('vanilla')(
             c['old_logp'], c['logp'], c['advantages'][:, None].expand_as(c['logp']), c['mask'], m,
-            _actor_config(m))[0],
+            actor_config(m))[0],
         mine=lambda c, m=mode: policy_loss(c['logp'], c['old_logp'], c['advantages'], c['mask'],
-                                           _our_config(m, c))[0],
+                                           our_config(m, c))[0],
         wrt=('logp',),  # old_logp is data: the trainer never differentiates it
         stand_in='FSDPActorConfig: the clip bounds and the aggregation mode, no model',
-        differs=((Differs(DUAL_CLIP, when=_dual_clip_binds),)
+        differs=((Differs(DUAL_CLIP, when=dual_clip_binds),)
                  + ((Differs(EMPTY_ROWS, cases=('empty row',)),) if mode.startswith('seq-mean') else ())))
 
 # ---- the actor's whole loss with the KL term: verl/workers/utils/losses.py: ppo_loss (the engine's loss function in
@@ -176,12 +175,12 @@ def _engine_inputs(case):
 
 def _their_ppo_loss(case, mode, kind):
     from verl.workers.utils.losses import ppo_loss
-    config = _actor_config(mode, actor=dict(use_kl_loss=True, kl_loss_coef=KL_LOSS_COEF, kl_loss_type=kind))
+    config = actor_config(mode, actor=dict(use_kl_loss=True, kl_loss_coef=KL_LOSS_COEF, kl_loss_type=kind))
     return ppo_loss(config, *_engine_inputs(case))[0]
 
 
 def _our_ppo_loss(case, mode, kind):
-    cfg = _our_config(mode, case)
+    cfg = our_config(mode, case)
     loss = policy_loss(case['logp'], case['old_logp'], case['advantages'], case['mask'], cfg)[0]
     term = ReferenceKL(reference=None, coef=KL_LOSS_COEF, kind=kind)
     term.ref_logp, term.cfg = case['ref_logp'], cfg  # the reference's log-probs, as prepare() would set them
@@ -202,7 +201,7 @@ for mode, their_kind, our_kind in (('token-mean', 'low_var_kl', 'k3'), ('seq-mea
         mine=lambda c, m=mode, k=our_kind: _our_ppo_loss(c, m, k),
         wrt=('logp',),  # old_logp and ref_logp are data: the trainer differentiates neither
         stand_in=KL_LOSS_STAND_IN,
-        differs=((Differs(DUAL_CLIP, when=_dual_clip_binds),)
+        differs=((Differs(DUAL_CLIP, when=dual_clip_binds),)
                  + ((Differs(K3_LOSS_CLAMP, when=_k3_clamp_binds),) if our_kind == 'k3' else ())))
 
 # ---- GSPO: one ratio per sequence
@@ -214,165 +213,17 @@ for mode in ('seq-mean-token-mean', 'token-mean'):
         FRAMEWORK, ('actor_rollout_ref.actor.policy_loss.loss_mode',),
         "verl.trainer.ppo.core_algos.get_policy_loss_fn('gspo')", 'agentrl.ch10.framework_plugins.SequenceRatioLoss',
         f"loss_agg_mode='{mode}', clip 0.2/0.28",
-        theirs=lambda c, m=mode: _core().get_policy_loss_fn('gspo')(
+        theirs=lambda c, m=mode: core().get_policy_loss_fn('gspo')(
             c['old_logp'], c['logp'], c['advantages'][:, None].expand_as(c['logp']), c['mask'], m,
-            _actor_config(m))[0],
+            actor_config(m))[0],
         mine=lambda c: policy_loss(c['logp'], c['old_logp'], c['advantages'], c['mask'],
-                                   _our_config('seq-mean-token-mean', c),
+                                   our_config('seq-mean-token-mean', c),
                                    plugins=(SequenceRatioLoss((CLIP_LOW, CLIP_HIGH)),))[0],
         wrt=('logp',),  # old_logp is data: the trainer never differentiates it
         stand_in='FSDPActorConfig: the clip bounds and the aggregation mode, no model',
         differs=((Differs(EMPTY_ROWS, cases=('empty row',)), Differs(GSPO_CLAMP, cases=('far ratios',)))
                  + ((Differs(GSPO_AGG, cases=('ragged', 'empty row', 'long', 'far ratios'), sets=('latest',)),)
                     if mode == 'token-mean' else ())))
-
-# ---- Cui et al.'s covariance losses (loss_mode 'kl_cov', 'clip_cov'), through verl's registry of policy losses
-def _our_cov_loss(case, **plugin_args):
-    cfg = _our_config('token-mean', case)
-    plugin = CovariancePolicyLoss(**plugin_args)
-    plugin.begin(None, cfg)  # begin keeps cfg only (the clip range, and the seed of Clip-Cov's draw); no model
-    with warnings.catch_warnings():  # a minibatch where no token is treated warns; the value says so already
-        warnings.simplefilter('ignore')
-        return policy_loss(case['logp'], case['old_logp'], case['advantages'], case['mask'], cfg,
-                           plugins=(plugin,))[0]
-
-
-def _their_policy_loss(case, loss_mode, **policy_loss_settings):
-    return _core().get_policy_loss_fn(loss_mode)(
-        case['old_logp'], case['logp'], case['advantages'][:, None].expand_as(case['logp']), case['mask'],
-        'token-mean', _actor_config('token-mean', loss_mode=loss_mode, **policy_loss_settings))[0]
-
-
-# KL-Cov: the top max(1, int(N * kl_cov_ratio)) of the N policy tokens by covariance (torch.topk, deterministic) get
-# ppo_kl_coef |log pi - log pi_old| added. Both count alike: verl max(1, int(len(cov) * kl_cov_ratio)), ours
-# treated_count = max(int(fraction * N), 1), the same float product. The second setting is verl's defaults, where
-# every case here has N < 5000 and so exactly one token is penalised.
-for ratio, coef in ((0.1, 0.5), (0.0002, 0.1)):
-    registry.add(
-        FRAMEWORK, ('actor_rollout_ref.actor.policy_loss.loss_mode', 'actor_rollout_ref.actor.policy_loss.kl_cov_ratio',
-                    'actor_rollout_ref.actor.policy_loss.ppo_kl_coef'),
-        "verl.trainer.ppo.core_algos.get_policy_loss_fn('kl_cov')", 'agentrl.ch10.regularizers.CovariancePolicyLoss',
-        f"kl_cov_ratio={ratio}, ppo_kl_coef={coef}, loss_agg_mode='token-mean'",
-        theirs=lambda c, r=ratio, k=coef: _their_policy_loss(c, 'kl_cov', kl_cov_ratio=r, ppo_kl_coef=k),
-        mine=lambda c, r=ratio, k=coef: _our_cov_loss(c, variant='kl_cov', fraction=r, kl_coef=k),
-        wrt=('logp',),  # old_logp is data: the trainer never differentiates it
-        stand_in='FSDPActorConfig with a PolicyLossConfig: the ratio and the coefficient, no model')
-
-# Clip-Cov: verl draws the tokens to remove with torch.randperm on torch's global generator, ours with a generator
-# of its own. clip_cov_ratio = 1 forces the draw: it asks for max(1, int(1.0 * N)) = N tokens, at least as many as
-# there are candidates (policy tokens not clipped by PPO, with covariance strictly inside (lb, ub)), so verl keeps
-# perm[:min(clip_num, candidates)] = every candidate, ours min(treated_count, candidates) = every candidate, and
-# neither permutation decides anything. The bounds (0, 1) leave tokens out on both sides of them in these cases.
-CLIP_COV = dict(clip_cov_ratio=1.0, clip_cov_lb=0.0, clip_cov_ub=1.0)
-CLIP_COV_SETTING = "clip_cov_ratio=1.0 (every candidate removed), clip_cov_lb=0.0, clip_cov_ub=1.0, " \
-                   "loss_agg_mode='token-mean', clip 0.2/0.28"
-CLIP_COV_ZERO = ("verl multiplies the loss of the tokens it removes by 0, so their value leaves the loss (the "
-                 "token-mean still counts them in its divisor); ours detaches them, so their value stays and only "
-                 "their gradient goes: the values part wherever a token is removed, the gradients agree")
-
-
-def _our_clip_cov(case):
-    return _our_cov_loss(case, variant='clip_cov', fraction=CLIP_COV['clip_cov_ratio'],
-                         bounds=(CLIP_COV['clip_cov_lb'], CLIP_COV['clip_cov_ub']))
-
-
-def _gradient_only(loss):
-    return loss - loss.detach()  # value 0, the loss's gradient: applied alike to both sides
-
-
-CLIP_COV_OPTIONS = ('actor_rollout_ref.actor.policy_loss.loss_mode',
-                    'actor_rollout_ref.actor.policy_loss.clip_cov_ratio',
-                    'actor_rollout_ref.actor.policy_loss.clip_cov_lb')
-
-
-def _clip_cov_removes_a_token(case):
-    # some policy token is a candidate: not silenced by PPO's clip, its covariance strictly inside (lb, ub)
-    cfg = _our_config('token-mean', case)
-    logp, mask = case['logp'].detach(), case['mask']
-    cov = centered_cross_product(logp, case['advantages'], mask)
-    silenced = torch.logical_or(*clipped_sides(torch.exp(logp - case['old_logp'].detach()), case['advantages'], cfg))
-    return ((mask > 0) & ~silenced & (cov > CLIP_COV['clip_cov_lb']) & (cov < CLIP_COV['clip_cov_ub'])).any()
-
-
-# The loss itself, where a token is removed. Not on 'far ratios': ratios up to e^30 dwarf the removed tokens'
-# values, which then fall inside the tolerance on some seeds. The gradient-only check below runs on every case.
-registry.add(
-    FRAMEWORK, CLIP_COV_OPTIONS,
-    "verl.trainer.ppo.core_algos.get_policy_loss_fn('clip_cov')", 'agentrl.ch10.regularizers.CovariancePolicyLoss',
-    CLIP_COV_SETTING,
-    theirs=lambda c: _their_policy_loss(c, 'clip_cov', **CLIP_COV), mine=_our_clip_cov,
-    wrt=('logp',),  # old_logp is data: the trainer never differentiates it
-    stand_in='FSDPActorConfig with a PolicyLossConfig: the clip bounds, the ratio and the covariance bounds, no model',
-    cases=('ragged', 'empty row', 'single token', 'long'),
-    differs=(Differs(CLIP_COV_ZERO, when=_clip_cov_removes_a_token),))
-registry.add(
-    FRAMEWORK, CLIP_COV_OPTIONS,
-    "verl.trainer.ppo.core_algos.get_policy_loss_fn('clip_cov')", 'agentrl.ch10.regularizers.CovariancePolicyLoss',
-    CLIP_COV_SETTING + ', gradient only (both sides return loss - sg(loss))',
-    theirs=lambda c: _gradient_only(_their_policy_loss(c, 'clip_cov', **CLIP_COV)),
-    mine=lambda c: _gradient_only(_our_clip_cov(c)),
-    wrt=('logp',),
-    stand_in='FSDPActorConfig with a PolicyLossConfig: the clip bounds, the ratio and the covariance bounds, no model')
-
-
-# ---- rollout correction, bypass mode: old_log_prob is the sampler's log-probs; loss_type 'ppo_clip' hands them to
-# the vanilla loss and computes the IS weights for its metrics only, never applying them
-for rollout_is in (None, 'token'):
-    registry.add(
-        FRAMEWORK, ('algorithm.rollout_correction.loss_type',),
-        "verl.trainer.ppo.core_algos.get_policy_loss_fn('bypass_mode')", 'agentrl.substrate.grpo.policy_loss',
-        f"loss_type='ppo_clip', rollout_is={rollout_is!r}, loss_agg_mode='token-mean', clip 0.2/0.28",
-        theirs=lambda c, w=rollout_is: _their_bypass(c, w),
-        # the case's old_logp stands for the sampler's log-probs on both sides
-        mine=lambda c: policy_loss(c['logp'], c['old_logp'], c['advantages'], c['mask'],
-                                   _our_config('token-mean', c))[0],
-        wrt=('logp',),
-        stand_in='FSDPActorConfig with a PolicyLossConfig holding a RolloutCorrectionConfig, no model',
-        differs=(Differs(DUAL_CLIP, when=_dual_clip_binds),))
-
-
-def _their_bypass(case, rollout_is):
-    from verl.trainer.config import RolloutCorrectionConfig
-    correction = RolloutCorrectionConfig(rollout_is=rollout_is, rollout_is_threshold=2.0, bypass_mode=True,
-                                         loss_type='ppo_clip')
-    return _their_policy_loss(case, 'bypass_mode', rollout_correction=correction)
-
-
-# ---- rollout correction, decoupled mode: truncated importance weights pi_old / pi_sampler, constants of the loss.
-# compute_rollout_correction_and_rejection_mask forms the log-ratio and calls compute_rollout_correction_weights.
-# The case's ref_logp stands for the sampler's log-probs.
-IS_CLAMP = ("verl clamps the log-ratio (token level) or the row's summed log-ratio (sequence level) to [-20, 20] "
-            "before the exponential; ours does not. Above, the truncation at 2 hides it; below, where "
-            "log pi_old - log pi_sampler < -20, verl's weight is e^-20 (about 2.1e-9) and ours the smaller e^d")
-
-
-def _is_clamp_binds(level):
-    # a policy token (token level) or a row (sequence level) whose log pi_old - log pi_sampler is below -20
-    def binds(case):
-        log_ratio = torch.where(case['mask'] > 0, case['old_logp'] - case['ref_logp'], 0.0).detach()
-        return (log_ratio < -20).any() if level == 'token' else (log_ratio.sum(-1) < -20).any()
-    return binds
-
-
-for level in ('token', 'sequence'):
-    registry.add(
-        FRAMEWORK, ('algorithm.rollout_correction.rollout_is', 'algorithm.rollout_correction.rollout_is_threshold'),
-        'verl.trainer.ppo.rollout_corr_helper.compute_rollout_correction_and_rejection_mask',
-        'agentrl.core.off_policy.sampler_weights', f"rollout_is='{level}', rollout_is_threshold=2.0",
-        theirs=lambda c, lv=level: _their_is_weights(c, lv),
-        mine=lambda c, lv=level: sampler_weights(c['old_logp'], c['ref_logp'].detach(), c['mask'],
-                                                 f'{lv}_truncate', 2.0),
-        value_only=True,  # both are constants: the weights multiply the loss detached
-        differs=(Differs(IS_CLAMP, when=_is_clamp_binds(level)),))
-
-
-def _their_is_weights(case, level):
-    from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_rejection_mask
-    weights, _, _ = compute_rollout_correction_and_rejection_mask(
-        old_log_prob=case['old_logp'], rollout_log_prob=case['ref_logp'].detach(), response_mask=case['mask'],
-        rollout_is=level, rollout_is_threshold=2.0)
-    return weights.batch['rollout_is_weights']
-
 
 # ---- the adaptive in-reward KL controller: one update from several measured KLs
 KLS = (0.0, 0.05, 0.1, 0.15, 0.5, 2.0)
@@ -381,7 +232,7 @@ KLS = (0.0, 0.05, 0.1, 0.15, 0.5, 2.0)
 def _their_controller(case):
     betas = []
     for kl in KLS:
-        controller = _core().AdaptiveKLController(init_kl_coef=0.2, target_kl=0.1, horizon=10000)
+        controller = core().AdaptiveKLController(init_kl_coef=0.2, target_kl=0.1, horizon=10000)
         controller.update(current_kl=kl, n_steps=1000)  # n_steps / horizon = 1/10, our controller's fixed step
         betas.append(controller.value)
     return torch.tensor(betas, dtype=torch.float64)
@@ -413,6 +264,6 @@ def _their_advantages(case, by_std):
     last = (case['mask'].sum(-1).long() - 1).clamp(min=0)
     scores[torch.arange(rows), last] = case['rewards']  # the outcome reward on each row's last token
     index = np.array([i // GROUP_SIZE for i in range(rows)])
-    advantages, _ = _core().compute_grpo_outcome_advantage(scores, case['mask'], index, epsilon=1e-6,
+    advantages, _ = core().compute_grpo_outcome_advantage(scores, case['mask'], index, epsilon=1e-6,
                                                            norm_adv_by_std_in_grpo=by_std)
     return advantages[:, 0]
