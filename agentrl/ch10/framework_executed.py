@@ -8,7 +8,7 @@ for it ('' when the two should agree). This module counts them, rolls them up pe
 import json
 
 from agentrl import prose
-from agentrl.ch10.framework_options import k3_reaches
+from agentrl.ch10.framework_options import K3_CLAMPS, k3_reaches
 from agentrl.paths import REPO
 
 RECORDS = REPO / 'results' / 'frameworks'
@@ -215,20 +215,28 @@ def clamp_lines(rows):
     return '\n'.join(lines)
 
 
-def clamp_reading(rows):
-    """What the clamp table says, and what this package does about it."""
+def clamp_reading(rows, clamps=K3_CLAMPS):
+    """What the clamp table says, and what this package does about it; clamps: the table's bounds (K3_CLAMPS)."""
     biased = [r for r in rows if any(abs(b) > 0 for b in r['bias'].values())]
     spread = max(max(r['bias'].values()) - min(r['bias'].values()) for r in rows)
     worst = min(min(r['bias'].values()) for r in rows)
+    caps = {value[1] for _, value in clamps.values()}
+    cap = caps.pop() if len(caps) == 1 else None
     first = biased[0] if biased else None
-    start = (f"The clamps leave the estimate unbiased until π puts mass where log(ref/π) passes {k3_reaches(10):.2f} "
-             f"(there $k_3$ passes 10): from shift {first['shift']:g} on ({first['mass_clamped']:.2%} of π's mass clamped) "
-             f"they lower the expected estimate, by up to {-worst:.0%} of the KL in this table. "
-             if first else 'No clamp binds on these policies. ')
-    alike = ('The three clamps give the same bias in every row' if spread == 0 else
-             f'The three clamps differ from each other by at most {spread:.1e} of the KL here')
-    return (start + f'{alike}: the bound that binds is the cap of 10 on $k_3$, which all three share, and the log-ratio bounds (±20, or -10) '
-            'bind only where π keeps mass on tokens the reference all but excludes.\n\n'
+    start = 'No clamp binds on these policies. '
+    if first:
+        where = (f'where log(ref/π) passes {k3_reaches(cap):.2f} (there $k_3$ passes {cap:g})' if cap
+                 else 'where a clamp binds')
+        start = (f"The clamps leave the estimate unbiased until π puts mass {where}: from shift {first['shift']:g} "
+                 f"on ({first['mass_clamped']:.2%} of π's mass clamped) they lower the expected estimate, by up to "
+                 f'{-worst:.0%} of the KL in this table. ')
+    alike = (f'The {len(clamps)} clamps give the same bias in every row' if spread == 0 else
+             f'The {len(clamps)} clamps differ from each other by at most {spread:.1e} of the KL here')
+    bounds = sorted({f'{b:+g}' for log_ratio, _ in clamps.values() for b in log_ratio if b is not None})
+    shared = (f': the bound that binds is the cap of {cap:g} on $k_3$, which all {len(clamps)} share, and the '
+              f'log-ratio bounds ({", ".join(bounds)}) bind only where π keeps mass on tokens the reference all but '
+              'excludes' if cap and spread == 0 else '')
+    return (start + alike + shared + '.\n\n'
             "*Our choice:* `kl_penalty` and `kl_estimate` stay unclamped, so $\\mathbb{E}_\\pi[k_3]$ is the KL "
             'exactly, and no clamp is offered as an option. A clamp trades that bias for a bounded loss on rare '
             'tokens; a reader who wants the frameworks\' behaviour can clamp the estimate before aggregating it, and '

@@ -316,7 +316,11 @@ def clamp_bias_table(shifts=(0.0, 1.0, 2.0, 3.0, 4.0, 6.0), k=8, seed=5, clamps=
         logp = (ref + shift * direction).log_softmax(-1)
         kl = clamped_k3_mean(logp, ref)
         l = ref - logp
-        binds = (torch.expm1(l) - l > 10) | (l.abs() > 10)  # where any of the clamps above changes k3
+        k3 = torch.expm1(l) - l
+        binds = torch.zeros_like(l, dtype=torch.bool)  # where any of the clamps changes k3
+        for log_ratio, value in clamps.values():
+            clamped = _clamp(l, log_ratio)
+            binds |= _clamp(torch.expm1(clamped) - clamped, value) != k3
         rows.append(dict(shift=shift, kl=kl, max_log_ratio=l.max().item(), min_log_ratio=l.min().item(),
                          mass_clamped=logp.exp()[binds].sum().item(),
                          bias={name: (clamped_k3_mean(logp, ref, *bounds) - kl) / kl if kl > 0 else 0.0

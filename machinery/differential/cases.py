@@ -6,6 +6,8 @@ log-probabilities; 'far ratios' then pushes some log-ratios past every clamp the
 """
 import torch
 
+from agentrl.core.logprobs import entropy_from_logits
+
 CASES = ('ragged', 'empty row', 'single token', 'long', 'far ratios')
 LEAVES = ('logp', 'old_logp', 'ref_logp', 'logits')  # what a check may differentiate
 GROUP_SIZE = 4  # rows per group, for the advantage estimators
@@ -60,3 +62,16 @@ def make(name, seed=0):
     for leaf in LEAVES:
         case[leaf] = case[leaf].detach().clone().requires_grad_(True)
     return case
+
+
+def float32_quantile_moves(keep):
+    """A condition on a case (for Differs.when): whether the (1 - keep) quantile of the policy tokens' entropies,
+    taken in float32 as TRL and ms-swift take it, keeps other tokens than the same quantile in float64."""
+    def moves(case):
+        entropies = entropy_from_logits(case['logits']).detach()[case['mask'] > 0]
+        if entropies.numel() == 0:
+            return False
+        exact = torch.quantile(entropies, 1 - keep)
+        rounded = torch.quantile(entropies.float(), 1 - keep).double()
+        return bool(((entropies >= exact) != (entropies >= rounded)).any())
+    return moves

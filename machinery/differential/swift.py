@@ -18,7 +18,7 @@ from agentrl.ch10.framework_options import group_advantages
 from agentrl.ch10.framework_plugins import CappedWeightLoss, SamplerCorrection, SequenceRatioLoss, TopEntropyUpdate
 from agentrl.core.logprobs import entropy_from_logits, masked_mean
 from agentrl.substrate.grpo import RLConfig, ReferenceKL, compute_advantages, policy_loss
-from machinery.differential.cases import GROUP_SIZE
+from machinery.differential.cases import GROUP_SIZE, float32_quantile_moves
 from machinery.differential.compare import Differs, Registry
 from machinery.differential.ours import kl_shaped_rewards
 
@@ -227,19 +227,6 @@ FLOAT32_QUANTILE = ("ms-swift takes the quantile (nanquantile) of the policy tok
                     "entropy), ms-swift keeps other tokens than ours")
 
 
-def _float32_quantile_moves(keep):
-    """Whether a float32 quantile of the policy tokens' entropies keeps other tokens than the float64 one on a case:
-    the condition under which FLOAT32_QUANTILE shows (read from the tensors, not from the case's name)."""
-    def moves(case):
-        entropies = entropy_from_logits(case['logits']).detach()[case['mask'] > 0]
-        if entropies.numel() == 0:
-            return False
-        exact = torch.quantile(entropies, 1 - keep)
-        rounded = torch.quantile(entropies.float(), 1 - keep).double()
-        return bool(((entropies >= exact) != (entropies >= rounded)).any())
-    return moves
-
-
 def _our_top_entropy(case, mode, keep, beta=0.0):
     update = TopEntropyUpdate(keep)
     update.begin_minibatch(torch.arange(case['logp'].shape[0]), case['logits'], case['logp'], case['old_logp'],
@@ -258,7 +245,7 @@ for loss_type, keep, beta in (('grpo', KEEP, 0.0), ('bnpo', 0.5, BETA)):
         mine=lambda c, t=loss_type, k=keep, b=beta: _our_top_entropy(c, AGGREGATION[t], k, b),
         stand_in=ENTROPY_STAND_IN,
         differs=((Differs(KL_CLAMP, cases=('far ratios',)),) if beta else ())
-        + (Differs(FLOAT32_QUANTILE, when=_float32_quantile_moves(keep)),))
+        + (Differs(FLOAT32_QUANTILE, when=float32_quantile_moves(keep)),))
 
 # ---- log_entropy: the logged entropies, read back from the metrics _compute_loss_and_metrics returns. Each
 # completion's mean token entropy (nanmean over its tokens, the padding being NaN), and entropy/mean, their mean.

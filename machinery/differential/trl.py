@@ -20,6 +20,7 @@ from agentrl.ch10.regularizers import EntropyBonus
 from agentrl.core.entropy_control import adapt_entropy_coef, top_entropy_mask
 from agentrl.core.logprobs import entropy_from_logits, masked_mean
 from agentrl.substrate.grpo import ReferenceKL, RLConfig, policy_loss
+from machinery.differential.cases import float32_quantile_moves
 from machinery.differential.compare import Differs, Registry
 
 FRAMEWORK = 'TRL'
@@ -213,19 +214,6 @@ FLOAT32_QUANTILE = ("TRL takes the quantile of the policy tokens' entropies cast
                     "float32 value can round above that entropy: TRL drops the token, ours keeps it (a tie)")
 
 
-def _float32_quantile_moves(keep):
-    """Whether the float32 quantile keeps other tokens than the float64 one on a case: the condition under which
-    FLOAT32_QUANTILE shows (it depends on the tensors, not on the case's name)."""
-    def moves(case):
-        entropies = entropy_from_logits(case['logits']).detach()[case['mask'] > 0]
-        if entropies.numel() == 0:
-            return False
-        exact = torch.quantile(entropies, 1 - keep)
-        rounded = torch.quantile(entropies.float(), 1 - keep).double()
-        return bool(((entropies >= exact) != (entropies >= rounded)).any())
-    return moves
-
-
 for keep in (KEEP, 0.5):
     registry.add(
         FRAMEWORK, ('GRPOConfig.top_entropy_quantile',), 'trl.trainer.grpo_trainer.GRPOTrainer.get_high_entropy_mask',
@@ -235,14 +223,14 @@ for keep in (KEEP, 0.5):
         mine=lambda c, k=keep: top_entropy_mask(entropy_from_logits(c['logits']).detach(), c['mask'], k).to(
             torch.float64),
         wrt=(), value_only=True, stand_in='a trainer made with object.__new__ whose accelerator is one process',
-        differs=(Differs(FLOAT32_QUANTILE, when=_float32_quantile_moves(keep)),))
+        differs=(Differs(FLOAT32_QUANTILE, when=float32_quantile_moves(keep)),))
 _loss_check(
     ('GRPOConfig.top_entropy_quantile', 'GRPOConfig.loss_type') + KL_OPTIONS + CLIP_OPTIONS,
     f"top_entropy_quantile={KEEP}, loss_type='grpo', beta={BETA}",
     theirs=lambda c: _their_loss(c, keep=KEEP),
     mine=lambda c: _our_loss(c, AGGREGATION['grpo'], plugins=(TopEntropyUpdate(KEEP),)),
     ours='agentrl.ch10.framework_plugins.TopEntropyUpdate + ReferenceKL',
-    differs=(Differs(FLOAT32_QUANTILE, when=_float32_quantile_moves(KEEP)),))
+    differs=(Differs(FLOAT32_QUANTILE, when=float32_quantile_moves(KEEP)),))
 
 # ---- the entropy bonus: loss - coef * the token mean of the entropy over the micro-batch, whatever the loss type
 BONUS_AGGREGATION = ("TRL's entropy bonus is the token mean of the entropy under every loss type; our engine reduces "
